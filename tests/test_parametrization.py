@@ -1,0 +1,132 @@
+"""Parsing, bad input, symmetry properties and predicted exponents."""
+from fractions import Fraction
+
+import pytest
+import sympy
+from hypothesis import given, settings, strategies as st
+from sympy import Rational as R, oo
+
+import tp_limits as tp
+from tp_limits.errors import InvalidParametrizationError, TPError
+
+HALF = R(1, 2)
+
+
+# ---- parsing -----------------------------------------------------------------
+def test_entry_types_parse_exactly():
+    p = tp.ABC([Fraction(-1, 2), "0", 0.5], ["1/2", sympy.Rational(1, 2), "0.5"], "0")
+    assert p.a == (-HALF, 0, HALF) and p.b == (HALF,) * 3 and p.c == (0,) * 3
+    assert p == tp.mup(2)
+    assert tp.ABC([0, 0], [0, "oo"], 0).b[-1] == oo
+    assert tp.ABC([0, 0], [0, sympy.oo], 0).readout_zero_init
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(a=[0, 0, 0], b=[0, 0], c=0), "b has 2 entries but a has 3"),
+    (dict(a=[0, 0], b=[0, 0], c=[0, 0, 0]), "c has 3 entries"),
+    (dict(a=[0], b=[0], c=0), "L >= 1"),
+    (dict(a=[], b=[], c=0), "L >= 1"),
+    (dict(a=[0, float("nan")], b=[0, 0], c=0), "NaN"),
+    (dict(a=[0, "1/2/"], b=[0, 0], c=0), "not a number"),
+    (dict(a=[0, "(("], b=[0, 0], c=0), "not a number"),
+    (dict(a=[0, 0], b=[0, 0], c=0, optimizer="rmsprop"), "unknown optimizer"),
+    (dict(a=[0, "oo"], b=[0, 0], c=0), "only b_\\(L\\+1\\) may be"),
+    (dict(a=[0, 0], b=["oo", 0], c=0), "only b_\\(L\\+1\\) may be"),
+    (dict(a=[0, 0], b=[0, 0], c=sympy.I), "not real"),
+    (dict(a=[0, True], b=[0, 0], c=0), "bool"),
+    (dict(a="0,0", b=[0, 0], c=0), "sequence"),
+])
+def test_bad_input_raises_tperror(kwargs, match):
+    with pytest.raises(InvalidParametrizationError, match=match):
+        tp.ABC(**kwargs)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: tp.sp(0), "L = 0"),
+    (lambda: tp.ntp(-1), "L = -1"),
+    (lambda: tp.mup(2.5), "int >= 1"),
+    (lambda: tp.mfp(2), "L = 1 only"),
+    (lambda: tp.mup(2, form="b0"), "unknown form"),
+    (lambda: tp.mup(2, optimizer="lion"), "unknown optimizer"),
+    (lambda: tp.mup(2).shift([0, 1]), "theta has 2 entries"),
+    (lambda: tp.mup(2).predicted_exponents(t=0), "t >= 1"),
+])
+def test_bad_preset_arguments(call, match):
+    with pytest.raises(TPError, match=match):
+        call()
+
+
+# ---- property tests ------------------------------------------------------------
+quarters = st.integers(-8, 8).map(lambda k: R(k, 4))
+
+
+@st.composite
+def abcs(draw, max_L=5):
+    L = draw(st.integers(1, max_L))
+    a = draw(st.lists(quarters, min_size=L + 1, max_size=L + 1))
+    b = draw(st.lists(quarters, min_size=L + 1, max_size=L + 1))
+    if draw(st.booleans()):        # bias towards the stable slice
+        b = [-a[0]] + [HALF - x for x in a[1:L]] + [b[L]]
+    if draw(st.integers(0, 9)) == 0:
+        b[L] = oo
+    c = draw(st.one_of(quarters, st.lists(quarters, min_size=L + 1, max_size=L + 1)))
+    return tp.ABC(a, b, c, optimizer=draw(st.sampled_from(["sgd", "sgd", "adam"])))
+
+
+def verdicts(k):
+    d = k.to_dict()
+    for key in ("a", "b", "c", "name"):
+        d.pop(key)
+    return d
+
+
+@settings(max_examples=150, deadline=None)
+@given(abcs(), st.data())
+def test_classification_invariant_under_shift(p, data):
+    theta = data.draw(st.lists(quarters, min_size=p.L + 1, max_size=p.L + 1))
+    assert verdicts(p.shift(theta).classify()) == verdicts(p.classify())
+    assert p.shift(theta).equivalent(p)
+
+
+@settings(max_examples=150, deadline=None)
+@given(abcs())
+def test_structural_properties(p):
+    k = p.classify()
+    assert k.r == min(k.r_layers)
+    assert k.rho_layers[-1] == k.r
+    assert list(k.rho_layers) == sorted(k.rho_layers, reverse=True)   # rho is non-increasing
+    if k.stable and k.nontrivial:
+        assert k.feature_learning != k.kernel_regime
+    if not k.stable:
+        assert k.violations and k.regime == "unstable"
+    canon = p.canonical()
+    assert canon.canonical() == canon and all(x == 0 for x in canon.a)
+
+
+@settings(max_examples=80, deadline=None)
+@given(abcs(max_L=3))
+def test_symbolic_conditions_agree_with_classifier(p):
+    """The SymPy booleans and the fast exact classifier are the same math."""
+    k = p.classify()
+    conds = p.conditions()
+    assert bool(conds["stable"]) == k.stable
+    assert bool(conds["nontrivial"]) == k.nontrivial
+    assert bool(conds["feature_learning"]) == (k.regime == "feature_learning")
+    assert bool(conds["kernel_regime"]) == k.kernel_regime
+
+
+# ---- predicted exponents -------------------------------------------------------
+def test_predicted_delta_h_exponents():
+    assert tp.mup(2).predicted_exponents()["delta_h"] == (0, 0)
+    assert tp.ntp(2).predicted_exponents()["delta_h"] == (-HALF, -HALF)
+    assert tp.sp(2, c=1).predicted_exponents()["delta_h"] == (-R(3, 2), -HALF)
+    e = tp.mup(2).predicted_exponents()
+    assert e["f0"] == (-HALF,) and e["delta_f"] == (0,)
+    assert e["spectral_ratio"] == (0, 0, 0) and e["frobenius_ratio"] == (0, -HALF, 0)
+    assert tp.ntp(2).predicted_exponents()["feature_kernel_change"] == (-1,)
+
+
+def test_predicted_zero_readout_first_step():
+    p = tp.ABC([0] * 3, [0, HALF, "oo"], [-1, 0, 1])
+    assert p.predicted_exponents(t=1)["delta_h"] == (-oo, -oo)   # nothing moves at step 0
+    assert p.predicted_exponents(t=2)["delta_h"] == (0, 0)
