@@ -1,16 +1,27 @@
 """tp_limits: infinite-width limits of abc-parametrized MLPs (Tensor Programs IV).
 
-Symbolic layer (exact): :class:`ABC`, presets :func:`sp`, :func:`ntp`,
-:func:`mfp`, :func:`mup`, :func:`table`.
+* symbolic: :class:`ABC`, presets :func:`sp`, :func:`ntp`, :func:`mfp`,
+  :func:`mup`, :func:`table`, :func:`phase_diagram`, :mod:`spectral`;
+* problem spec: :class:`MLP`, :class:`Routine`;
+* finite engine: :func:`train_finite` -> :class:`Trajectory`;
+* analysis: :func:`coord_check`.
 """
 from . import spectral
-from .analysis.phase_diagram import phase_diagram
+from ._version import __version__
 from .abc import ABC, Classification, mfp, mup, ntp, sp, table
-from .errors import (DivergenceError, InvalidParametrizationError, SpecError,
-                     SymbolicParametrizationError, TPError, UnstableParametrizationError)
+from .analysis.coord_check import coord_check
+from .analysis.phase_diagram import phase_diagram
+from .errors import (BackendUnavailableError, DivergenceError, InvalidParametrizationError,
+                     MemoryBudgetError, SpecError, SymbolicParametrizationError, TPError,
+                     UnstableParametrizationError, UnsupportedError)
+from .finite import train_finite
+from .spec import MLP, Routine
+from .trajectory import Trajectory
 
-__version__ = "0.1.0"
-
-__all__ = ["ABC", "Classification", "mfp", "mup", "ntp", "sp", "table", "spectral", "phase_diagram",
-           "TPError", "InvalidParametrizationError", "SymbolicParametrizationError",
-           "UnstableParametrizationError", "SpecError", "DivergenceError"]
+__all__ = [
+    "ABC", "Classification", "mfp", "mup", "ntp", "sp", "table", "phase_diagram", "spectral",
+    "MLP", "Routine", "train_finite", "Trajectory", "coord_check",
+    "TPError", "InvalidParametrizationError", "SymbolicParametrizationError",
+    "UnstableParametrizationError", "SpecError", "DivergenceError", "MemoryBudgetError",
+    "BackendUnavailableError", "UnsupportedError", "__version__",
+]

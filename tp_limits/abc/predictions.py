@@ -7,7 +7,7 @@ also have an entry for the readout (layer L+1).
 
 Formulas (SGD; Adam uses q^A, r^A):
 
-    h, x                    0 when stable (generally the init power count)
+    h, x                    max(init size, -rho_l(t)): 0 when stable
     delta_h, delta_x        -rho_l(t)            rho_l = min_{k<=l} r_k
     delta_W_x               -r_l(t)   (l <= L);   1 - q   (readout)
     spectral_ratio          -r_l(t)   (l <= L);   p - q   (readout)
@@ -60,9 +60,11 @@ def predicted_exponents(param: ABC, t: int = 2) -> dict:
     for l in range(1, L):
         size.append(size[-1] + HALF - (a[l] + b[l]))
 
+    # h_t = h_0 + Δh_t: the larger of the two sizes wins
+    grown = tuple(max(s0, -x) for s0, x in zip(size, rho_l))
     out = {
-        "h": tuple(size),
-        "x": tuple(size),
+        "h": grown,
+        "x": grown,
         "delta_h": tuple(-x for x in rho_l),
         "delta_x": tuple(-x for x in rho_l),
         "delta_W_x": tuple(-x for x in r_l) + (1 - q,),

@@ -1,0 +1,277 @@
+"""The finite-width engine against independent references and the theory."""
+import numpy as np
+import pytest
+
+import tp_limits as tp
+from tp_limits.backend import get_backend
+from tp_limits.finite.network import FiniteNetwork
+from tp_limits.finite.stats import spectral_norm
+from tp_limits.losses import get_loss
+
+NP = get_backend("numpy")
+D1 = dict(X=np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 0.0]]), Y=np.array([[1.0], [-1.0], [1.0]]),
+          eval_inputs=np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 1.0]]))
+
+
+def d1(lr=0.5, **kw):
+    return tp.Routine(lr=lr, **D1, **kw)
+
+
+def ref_forward(Ws, X, phi, alpha):
+    x = X
+    for W in Ws[:-1]:
+        x = phi(x @ W.T)
+    return alpha * x @ Ws[-1].T
+
+
+@pytest.mark.parametrize("loss, param", [("mse", tp.mup(2)), ("xent", tp.ntp(2)),
+                                         ("mse", tp.sp(3, c=1)), ("mse", tp.mup(1, form="a0"))])
+def test_sgd_step_matches_finite_difference_gradient(loss, param):
+    """One engine step equals W - lr_W * dLoss/dW with dLoss/dW by central differences."""
+    n, B, lr = 5, 2, 0.3
+    net = tp.MLP(param, d_in=3, d_out=2, phi="tanh", sigma=[1.3, 0.7, 1.2, 0.9][: param.L + 1],
+                 lr_mult=[1.0, 0.5, 2.0, 1.5][: param.L + 1], readout_multiplier=1.7)
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((B, 3))
+    Y = np.eye(2)[[0, 1]] if loss == "xent" else rng.standard_normal((B, 2))
+    nw = FiniteNetwork(net, n, lr, seed=7, backend=NP, dtype=np.float64)
+    W_init = [w.copy() for w in nw.W]
+    L = get_loss(loss)
+    mean_loss = lambda Ws: L.value(ref_forward(Ws, X, np.tanh, net.output_multiplier), Y, np).mean()  # noqa
+    hs, xs, f = nw.forward(X, step=0)
+    assert np.allclose(f, ref_forward(W_init, X, np.tanh, net.output_multiplier))
+    nw.step(hs, xs, L.grad(f, Y, np) / B)
+    a, _, c = param._fractions
+    for l, W in enumerate(W_init):
+        grad = np.zeros_like(W)
+        for idx in np.ndindex(W.shape):
+            Wp = [w.copy() for w in W_init]
+            Wm = [w.copy() for w in W_init]
+            Wp[l][idx] += 1e-6
+            Wm[l][idx] -= 1e-6
+            grad[idx] = (mean_loss(Wp) - mean_loss(Wm)) / 2e-6
+        lr_W = lr * net.lr_mult[l] * n ** -float(2 * a[l] + c[l])
+        assert np.allclose(nw.W[l], W - lr_W * grad, rtol=1e-7, atol=1e-9), f"layer {l + 1}"
+
+
+def test_init_scales_follow_abc():
+    n = 1500
+    net = tp.MLP(tp.mup(2), d_in=2, d_out=3, sigma=[1.5, 0.5, 2.0])
+    nw = FiniteNetwork(net, n, 0.1, seed=0, backend=NP, dtype=np.float64)
+    # muP: W^1 ~ N(0, σ1²), W^2 ~ N(0, σ2²/n), W^3 ~ N(0, σ3²/n²)
+    for W, std in zip(nw.W, [1.5, 0.5 / np.sqrt(n), 2.0 / n]):
+        rel_se = 1 / np.sqrt(2 * W.size)
+        assert abs(W.std() / std - 1) < 5 * rel_se
+
+
+def test_adam_first_step_is_sign_update():
+    n, lr = 6, 0.01
+    param = tp.mup(2, optimizer="adam")
+    net = tp.MLP(param, d_in=2, d_out=1)
+    X, Y = np.array([[1.0, -0.5]]), np.array([[0.7]])
+    nw = FiniteNetwork(net, n, lr, 0, NP, np.float64, optimizer="adam", adam_eps=1e-12)
+    W_init = [w.copy() for w in nw.W]
+    hs, xs, f = nw.forward(X, 0)
+    chi = f - Y
+    g_readout = net.output_multiplier * chi.T @ xs[-1]
+    nw.step(hs, xs, chi)
+    a, _, c = param._fractions
+    # with one step, m_hat / sqrt(v_hat) = sign(g_w): ΔW = -lr n^{-c} n^{-a} sign(∇W)
+    expected = -lr * n ** -float(c[2]) * n ** -float(a[2]) * np.sign(g_readout)
+    assert np.allclose(nw.W[2] - W_init[2], expected, rtol=1e-6)
+    steps = [np.abs(w - w0) for w, w0 in zip(nw.W, W_init)]
+    for l in range(2):
+        nz = steps[l][steps[l] > 0]
+        assert np.allclose(nz, lr * n ** -float(c[l]) * n ** -float(a[l]), rtol=1e-6)
+
+
+def test_symmetry_mup_vs_mfp_and_forms():
+    r = d1()
+    for p, q, L in [(tp.mup(1), tp.mfp(), 1), (tp.mup(3), tp.mup(3, form="a0"), 3)]:
+        a = tp.train_finite(tp.MLP(p, 2, 1), r, 256, seed=4)
+        b = tp.train_finite(tp.MLP(q, 2, 1), r, 256, seed=4)
+        scale = np.abs(a.f_eval).max()
+        assert np.max(np.abs(a.f_eval - b.f_eval)) <= 1e-12 * scale
+        assert np.max(np.abs(a.stats["dh_rms"] - b.stats["dh_rms"])) <= 1e-12
+
+
+def test_linear_first_step_matches_kernel_theory():
+    """N3 sanity: linear muP L=2, f_1 -> (1.5, 0.9, 1.5); decoupled f_1 -> (1.0, 0.6, 1.0)."""
+    net = tp.MLP(tp.mup(2), 2, 1, phi="id")
+    r = d1(steps=1)
+    for backprop, expected in [("exact", [1.5, 0.9, 1.5]), ("decoupled", [1.0, 0.6, 1.0])]:
+        f1 = np.array([tp.train_finite(net, r, 2048, seed=s, backprop=backprop,
+                                       record=()).f_eval[1, :, 0] for s in range(8)])
+        se = f1.std(axis=0, ddof=1) / np.sqrt(len(f1))
+        assert np.all(np.abs(f1.mean(axis=0) - expected) < 5 * se + 2e-3), backprop
+
+
+def test_decoupled_differs_and_keeps_forward():
+    net = tp.MLP(tp.mup(2), 2, 1)
+    a = tp.train_finite(net, d1(), 512, seed=1)
+    b = tp.train_finite(net, d1(), 512, seed=1, backprop="decoupled")
+    assert np.array_equal(a.f_eval[0], b.f_eval[0])          # same W_0
+    assert np.max(np.abs(a.f_eval[3] - b.f_eval[3])) > 1e-2
+    with pytest.raises(tp.SpecError, match="L >= 2"):
+        tp.train_finite(tp.MLP(tp.mup(1), 2, 1), d1(), 64, backprop="decoupled")
+
+
+def test_zero_readout_starts_at_zero():
+    p = tp.ABC([0, 0, 0], [0, "1/2", "oo"], [-1, 0, 1])
+    tr = tp.train_finite(tp.MLP(p, 2, 1), d1(), 128)
+    assert np.all(tr.f_eval[0] == 0) and np.any(tr.f_eval[1] != 0)
+    assert np.all(tr.stats["dh_rms"][1] == 0)                 # hidden layers still at W_0 after step 0
+
+
+@pytest.mark.parametrize("record", [(), ("stats",), ("stats", "spectral")])
+def test_trajectory_shapes_and_reproducibility(record, tmp_path):
+    r = tp.Routine(np.random.default_rng(0).standard_normal((8, 3)), np.zeros((8, 2)), lr=0.2,
+                   batch_size=2, eval_inputs=np.eye(3)[:2] + 0.1)
+    net = tp.MLP(tp.mup(2), 3, 2, phi="gelu")
+    a = tp.train_finite(net, r, 64, seed=5, record=record)
+    b = tp.train_finite(net, r, 64, seed=5, record=record)
+    c = tp.train_finite(net, r, 64, seed=6, record=record)
+    assert a.f_eval.shape == (5, 2, 2) and a.f_train.shape == (4, 2, 2) and a.loss.shape == (4,)
+    assert np.array_equal(a.f_eval, b.f_eval) and not np.array_equal(a.f_eval, c.f_eval)
+    assert ("h_rms" in a.stats) == ("stats" in record)
+    assert ("spectral_ratio" in a.stats) == ("spectral" in record)
+    a.save(tmp_path / "t.npz")
+    back = tp.Trajectory.load(tmp_path / "t.npz")
+    assert np.array_equal(back.f_eval, a.f_eval) and back.meta == a.meta
+    assert set(back.stats) == set(a.stats)
+    assert back.meta["completed_steps"] == 4 and back.meta["width"] == 64
+
+
+def test_stats_match_direct_computation():
+    """Spectral/Frobenius ratios and feature kernel against dense NumPy at small width."""
+    net = tp.MLP(tp.mup(2), 2, 1)
+    r = d1()
+    n = 80
+    tr = tp.train_finite(net, r, n, seed=2)
+    nw = FiniteNetwork(net, n, r.lr, 2, NP, np.float64, keep_init=True)
+    Y = r.targets(1)
+    for t in range(r.steps):
+        hs, xs, f = nw.forward(r.X[t:t + 1], t)
+        nw.step(hs, xs, f - Y[t:t + 1])
+    for l in range(3):
+        d = nw.W[l] - nw.W0[l]
+        assert tr.stats["spectral_ratio"][-1, l] == pytest.approx(
+            np.linalg.norm(d, 2) / np.linalg.norm(nw.W0[l], 2), rel=2e-3)
+        assert tr.stats["frobenius_ratio"][-1, l] == pytest.approx(
+            np.linalg.norm(d) / np.linalg.norm(nw.W0[l]), rel=1e-10)
+    x2 = np.tanh(np.tanh(r.eval_inputs @ nw.W[0].T) @ nw.W[1].T)
+    assert np.allclose(tr.stats["feature_kernel"][-1], x2 @ x2.T / n)
+
+
+def test_power_iteration_against_svd():
+    rng = np.random.default_rng(0)
+    low = rng.standard_normal((300, 3)) @ rng.standard_normal((3, 300))
+    full = rng.standard_normal((200, 200))
+    for M, rtol in [(low, 1e-6), (full, 1e-2)]:
+        s, _ = spectral_norm(lambda V: M @ V, lambda U: M.T @ U, M.shape, NP, np.float64, iters=60)
+        assert s <= np.linalg.norm(M, 2) * (1 + 1e-12)        # a Rayleigh quotient: from below
+        assert s == pytest.approx(np.linalg.norm(M, 2), rel=rtol)
+
+
+def test_divergence_raises_with_location_or_stops():
+    net = tp.MLP(tp.sp(2), 2, 1, phi="id")          # SP is unstable: updates explode
+    r = tp.Routine(np.ones((40, 2)), np.ones((40, 1)), lr=1.0)
+    with pytest.raises(tp.DivergenceError) as info:
+        tp.train_finite(net, r, 256, record=())
+    err = info.value
+    assert err.step >= 1 and err.layer == 2 and err.quantity == "pre-activation h"
+    assert f"step {err.step}" in str(err) and "layer 2" in str(err)
+    tr = tp.train_finite(net, r, 256, record=(), on_divergence="stop")
+    assert tr.diverged and tr.meta["diverged"] == {"step": err.step, "layer": 2,
+                                                   "quantity": "pre-activation h"}
+    assert tr.steps == tr.meta["completed_steps"] < 40
+    assert np.all(np.isfinite(tr.f_eval)) and np.all(np.isfinite(tr.loss))
+
+
+def test_keyboard_interrupt_returns_partial(monkeypatch):
+    calls = {"n": 0}
+    original = FiniteNetwork.step
+
+    def flaky(self, *args):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return original(self, *args)
+
+    monkeypatch.setattr(FiniteNetwork, "step", flaky)
+    tr = tp.train_finite(tp.MLP(tp.mup(2), 2, 1), d1(), 64)
+    assert tr.meta["interrupted"] and tr.meta["completed_steps"] == 2
+    assert tr.f_eval.shape[0] == 3 and tr.stats["h_rms"].shape[0] == 3
+
+
+def test_float32_close_to_float64():
+    net = tp.MLP(tp.mup(2), 2, 1)
+    a = tp.train_finite(net, d1(), 256, seed=0)
+    b = tp.train_finite(net, d1(), 256, seed=0, dtype=np.float32)
+    assert b.meta["dtype"] == "float32"
+    assert np.max(np.abs(a.f_eval - b.f_eval)) < 1e-4
+
+
+def test_xent_training_reduces_loss():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 4))
+    labels = (X[:, 0] > 0).astype(int)
+    r = tp.Routine(np.tile(X, (5, 1)), np.tile(labels, 5), lr=0.5, loss="xent", batch_size=8)
+    tr = tp.train_finite(tp.MLP(tp.mup(2), 4, 2, phi="relu"), r, 256, record=())
+    assert tr.loss[-5:].mean() < 0.8 * tr.loss[:5].mean()
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(width=0), "width"),
+    (dict(width=2.5), "width"),
+    (dict(backend="tpu"), "unknown backend"),
+    (dict(backprop="random"), "backprop"),
+    (dict(optimizer="lion"), "optimizer"),
+    (dict(record=("everything",)), "record option"),
+    (dict(on_divergence="ignore"), "on_divergence"),
+    (dict(dtype=np.int32), "dtype"),
+])
+def test_bad_train_arguments(kwargs, match):
+    args = dict(width=16)
+    args.update(kwargs)
+    with pytest.raises(tp.SpecError, match=match):
+        tp.train_finite(tp.MLP(tp.mup(2), 2, 1), d1(), **args)
+
+
+def test_shape_mismatch_and_memory_guard():
+    with pytest.raises(tp.SpecError, match="d_in = 3"):
+        tp.train_finite(tp.MLP(tp.mup(2), 3, 1), d1(), 16)
+    with pytest.raises(tp.SpecError, match="d_out = 2"):
+        tp.train_finite(tp.MLP(tp.mup(2), 2, 2), d1(), 16)
+    with pytest.raises(tp.MemoryBudgetError, match="GiB"):
+        tp.train_finite(tp.MLP(tp.mup(3), 2, 1), d1(), 2_000_000)
+
+
+def test_cupy_backend_missing_or_matching():
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        with pytest.raises(tp.BackendUnavailableError, match="CuPy"):
+            tp.train_finite(tp.MLP(tp.mup(2), 2, 1), d1(), 16, backend="cupy")
+        pytest.skip("CuPy not installed: agreement with NumPy not checked here")
+    net = tp.MLP(tp.mup(2), 2, 1)
+    a = tp.train_finite(net, d1(), 512, seed=3)
+    b = tp.train_finite(net, d1(), 512, seed=3, backend="cupy")
+    assert np.max(np.abs(a.f_eval - b.f_eval)) < 1e-10
+    for k in ("h_rms", "dh_rms", "feature_kernel"):
+        assert np.allclose(a.stats[k], b.stats[k], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("L", [1, 2])
+def test_init_scale_alignment(L):
+    """relu: f_s = s^{-(L+1)} W_{L+1} φ(... W_1 x), W ~ s·(base init), LR s² η0 reproduces s = 1."""
+    eta0 = 0.3
+    r0 = d1(lr=eta0)
+    base = tp.train_finite(tp.MLP(tp.ntp(L), 2, 1, phi="relu"), r0, 128, seed=0, record=())
+    for s in (0.01, 0.1, 1.0, 3.0):
+        net = tp.MLP(tp.ntp(L), 2, 1, phi="relu", output_scale=s)
+        aligned = tp.train_finite(net, d1(lr=s * s * eta0), 128, seed=0, record=())
+        assert np.allclose(aligned.f_eval, base.f_eval, rtol=1e-10, atol=1e-12), s
+        if s != 1.0:
+            naive = tp.train_finite(net, r0, 128, seed=0, record=())
+            assert np.max(np.abs(naive.f_eval[-1] - base.f_eval[-1])) > 1e-3, s

@@ -1,0 +1,254 @@
+"""Coordinate checks: measured width exponents beside the predicted ones (docs/theory.md §7.2).
+
+For every width n and seed, a finite network is trained and the coordinate
+statistics of finite/stats.py are read off at each step t.  Per
+(quantity, layer, t) the RMS over seeds is fitted against n on log-log axes;
+the slope estimates the exponent k of "quantity ~ n^k" and is compared with
+``param.predicted_exponents(t)``.  The 95 % interval comes from the spread
+of per-seed slopes (Student t with seeds-1 degrees of freedom).
+
+Verdicts: ``ok`` (|slope - predicted| <= tolerance), ``too large`` /
+``too small`` (a miss larger than both the tolerance and the 95 % interval),
+``inconclusive`` (a miss within the interval: more seeds or widths needed).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..abc.table import Table
+from ..errors import SpecError
+from ..finite.train import train_finite
+from ..spec import MLP, Routine
+from .sweep import run_tasks
+
+#: quantity -> (stats key, layers "hidden" | "all" | "output")
+QUANTITIES = {
+    "h": ("h_rms", "hidden"), "x": ("x_rms", "hidden"),
+    "delta_h": ("dh_rms", "hidden"), "delta_x": ("dx_rms", "hidden"),
+    "delta_W_x": ("dWx_rms", "all"), "spectral_ratio": ("spectral_ratio", "all"),
+    "frobenius_ratio": ("frobenius_ratio", "all"),
+    "feature_kernel_change": ("feature_kernel_change", "output"),
+    "f0": (None, "output"), "delta_f": (None, "output"),
+}
+DEFAULT_PLOT = ("h", "delta_h", "delta_x", "delta_W_x", "spectral_ratio", "delta_f")
+
+
+def measurements(traj, L: int) -> dict:
+    """(quantity, layer, t) -> value for one trajectory (output quantities use layer L+1)."""
+    out = {}
+    T = traj.steps
+    rms = lambda a: float(np.sqrt(np.mean(np.square(a))))  # noqa: E731
+    out[("f0", L + 1, 0)] = rms(traj.f_eval[0])
+    for t in range(1, T + 1):
+        out[("delta_f", L + 1, t)] = rms(traj.f_eval[t] - traj.f_eval[0])
+    for q, (key, kind) in QUANTITIES.items():
+        if key is None or key not in traj.stats:
+            continue
+        arr = traj.stats[key]
+        if kind == "output":
+            for t in range(T + 1):
+                out[(q, L + 1, t)] = float(arr[t])
+            continue
+        for t in range(T + 1):
+            for l in range(arr.shape[1]):
+                out[(q, l + 1, t)] = float(arr[t, l])
+    return out
+
+
+def _run_one(net, routine, width, seed, kwargs):
+    traj = train_finite(net, routine, width, seed=seed, **kwargs)
+    return measurements(traj, net.L), traj.meta.get("diverged")
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Fitted width exponent of one (quantity, layer, t)."""
+
+    quantity: str
+    layer: int
+    t: int
+    slope: float
+    ci: float
+    predicted: float | None
+    verdict: str
+
+
+def _slope(x, y) -> float:
+    return float(np.polyfit(x, y, 1)[0])
+
+
+def _fit(logn, logv, predicted, tol) -> tuple:
+    """logv: (widths, seeds) log values. Return (slope, ci, verdict)."""
+    from scipy.stats import t as student
+    mean_log = np.log(np.sqrt(np.mean(np.exp(2 * logv), axis=1)))
+    slope = _slope(logn, mean_log)
+    S = logv.shape[1]
+    if S >= 2:
+        per_seed = [_slope(logn, logv[:, s]) for s in range(S)]
+        ci = float(student.ppf(0.975, S - 1) * np.std(per_seed, ddof=1) / math.sqrt(S))
+    elif len(logn) >= 3:
+        resid = mean_log - np.polyval(np.polyfit(logn, mean_log, 1), logn)
+        se = math.sqrt(np.sum(resid ** 2) / (len(logn) - 2) / np.sum((logn - logn.mean()) ** 2))
+        ci = float(student.ppf(0.975, len(logn) - 2) * se)
+    else:
+        ci = float("nan")
+    if predicted is None:
+        verdict = "no prediction"
+    elif abs(slope - predicted) <= tol:
+        verdict = "ok"
+    elif abs(slope - predicted) <= ci:
+        verdict = "inconclusive"           # misses by more than tol, but within the noise
+    else:
+        verdict = "too large" if slope > predicted else "too small"
+    return slope, ci, verdict
+
+
+@dataclass(frozen=True)
+class CoordCheck:
+    """Result of :func:`coord_check`.
+
+    ``records``: tidy rows (width, seed, quantity, layer, t, value);
+    ``fits``: one :class:`Fit` per (quantity, layer, t).
+    """
+
+    label: str
+    widths: tuple
+    seeds: tuple
+    steps: tuple
+    tolerance: float
+    records: tuple
+    fits: tuple
+
+    def fit(self, quantity: str, layer: int, t: int) -> Fit:
+        for f in self.fits:
+            if (f.quantity, f.layer, f.t) == (quantity, layer, t):
+                return f
+        raise KeyError(f"no fit for quantity={quantity!r}, layer={layer}, t={t}")
+
+    def failures(self) -> list:
+        """Fits whose slope misses the prediction by more than the tolerance."""
+        return [f for f in self.fits if f.verdict in ("too large", "too small")]
+
+    def values(self, quantity: str, layer: int, t: int) -> np.ndarray:
+        """(widths, seeds) array of measured values."""
+        idx = {w: i for i, w in enumerate(self.widths)}
+        sdx = {s: j for j, s in enumerate(self.seeds)}
+        out = np.full((len(self.widths), len(self.seeds)), np.nan)
+        for r in self.records:
+            if (r["quantity"], r["layer"], r["t"]) == (quantity, layer, t):
+                out[idx[r["width"]], sdx[r["seed"]]] = r["value"]
+        return out
+
+    def table(self, t: int | None = None, quantities=None) -> Table:
+        """Measured vs predicted exponents (default: the last step and every quantity)."""
+        t = self.steps[-1] if t is None else t
+        rows = []
+        for f in self.fits:
+            if (f.t != t and not (f.quantity == "f0" and f.t == 0)) or \
+                    (quantities and f.quantity not in quantities):
+                continue
+            pred = "-" if f.predicted is None else f"{f.predicted:+.2f}"
+            rows.append((f.quantity, str(f.layer), str(f.t), f"{f.slope:+.3f}",
+                         "-" if math.isnan(f.ci) else f"{f.ci:.3f}", pred, f.verdict))
+        return Table(("quantity", "layer", "t", "slope", "±95%", "predicted", "verdict"),
+                     tuple(rows))
+
+    def plot(self, t: int | None = None, quantities=DEFAULT_PLOT):
+        """Log-log panels per quantity: data (mean ± sd over seeds), fit, predicted slope."""
+        import matplotlib.pyplot as plt
+        t = self.steps[-1] if t is None else t
+        quantities = [q for q in quantities
+                      if any(f.quantity == q and f.t in (t, 0 if q == "f0" else t) for f in self.fits)]
+        cols = min(3, len(quantities))
+        rows = math.ceil(len(quantities) / cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+        n = np.array(self.widths, float)
+        for ax, q in zip(axes.flat, quantities):
+            tq = 0 if q == "f0" else t
+            for f in [f for f in self.fits if f.quantity == q and f.t == tq]:
+                v = self.values(q, f.layer, tq)
+                if not np.all(np.isfinite(v)) or np.any(v <= 0):
+                    continue
+                mean = np.sqrt(np.mean(v ** 2, axis=1))
+                line = ax.errorbar(n, mean, yerr=np.std(v, axis=1), marker="o", ms=4, capsize=2,
+                                   label=f"layer {f.layer}: {f.slope:+.2f}"
+                                   + ("" if f.predicted is None else f" (pred {f.predicted:+.2f})"))
+                if f.predicted is not None:
+                    anchor = math.exp(np.mean(np.log(mean)))
+                    ng = math.exp(np.mean(np.log(n)))
+                    ax.plot(n, anchor * (n / ng) ** f.predicted, "--",
+                            color=line[0].get_color(), alpha=0.7)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("width n")
+            ax.set_ylabel(q)
+            ax.set_title(f"{q} at t = {tq}", fontsize=10)
+            ax.legend(fontsize=7)
+        for ax in list(axes.flat)[len(quantities):]:
+            ax.set_visible(False)
+        fig.suptitle(f"coordinate check: {self.label} (dashed: predicted slope)", fontsize=11)
+        fig.tight_layout()
+        return fig
+
+
+def coord_check(net: MLP, routine: Routine, widths, seeds=4, steps=None, executor=None,
+                tolerance: float = 0.1, progress: bool = False, **train_kwargs) -> CoordCheck:
+    """Train ``net`` at each width and seed; fit and judge the width exponents.
+
+    Parameters
+    ----------
+    widths : at least two widths.
+    seeds : a count (seeds 0..k-1) or an explicit list.
+    steps : the steps t whose exponents are fitted (default 1..T; t = 0 is
+        always used for f0).
+    executor : None (local process pool), 'serial', or any
+        concurrent.futures.Executor (e.g. a Dask client's executor).
+    tolerance : |slope - predicted| above this is reported as a mismatch.
+    train_kwargs : passed to :func:`train_finite` (backend, dtype, backprop, record, ...).
+    """
+    widths = tuple(sorted(int(w) for w in widths))
+    if len(widths) < 2 or len(set(widths)) != len(widths) or widths[0] < 1:
+        raise SpecError(f"coord_check needs at least two distinct positive widths, got {widths}")
+    seeds = tuple(range(seeds)) if isinstance(seeds, int) else tuple(int(s) for s in seeds)
+    if not seeds:
+        raise SpecError("coord_check needs at least one seed")
+    T = routine.steps
+    steps = tuple(range(1, T + 1)) if steps is None else tuple(int(s) for s in steps)
+    if any(not 1 <= s <= T for s in steps):
+        raise SpecError(f"steps must lie in 1..{T} (the routine has {T} steps)")
+    train_kwargs.setdefault("record", ("stats", "spectral"))
+    train_kwargs.setdefault("on_divergence", "stop")
+
+    tasks = [(net, routine, w, s, train_kwargs) for w in widths for s in seeds]
+    results = run_tasks(_run_one, tasks, executor=executor, progress=progress,
+                        desc="coord check")
+    records = []
+    for (_, _, w, s, _), (meas, _) in zip(tasks, results):
+        records += [{"width": w, "seed": s, "quantity": q, "layer": l, "t": t, "value": v}
+                    for (q, l, t), v in meas.items() if t in steps or (q == "f0" and t == 0)]
+
+    preds = {t: net.param.predicted_exponents(t) for t in steps}
+    keys = sorted({(r["quantity"], r["layer"], r["t"]) for r in records},
+                  key=lambda k: (list(QUANTITIES).index(k[0]), k[1], k[2]))
+    logn = np.log(np.array(widths, float))
+    table = {(r["quantity"], r["layer"], r["t"], r["width"], r["seed"]): r["value"]
+             for r in records}
+    fits = []
+    for q, l, t in keys:
+        v = np.array([[table.get((q, l, t, w, s), np.nan) for s in seeds] for w in widths])
+        kind = QUANTITIES[q][1]
+        pred_t = preds[t if t >= 1 else steps[0]]
+        p = pred_t[q][0] if kind == "output" else pred_t[q][l - 1]
+        predicted = float(p) if p.is_finite else None
+        if not np.all(np.isfinite(v)) or np.any(v <= 0):
+            verdict = "exactly zero" if np.all(v == 0) else "not finite"
+            if verdict == "exactly zero" and p == -np.inf:
+                verdict = "ok"
+            fits.append(Fit(q, l, t, float("nan"), float("nan"), predicted, verdict))
+            continue
+        slope, ci, verdict = _fit(logn, np.log(v), predicted, tolerance)
+        fits.append(Fit(q, l, t, slope, ci, predicted, verdict))
+    return CoordCheck(net.param.label, widths, seeds, steps, tolerance, tuple(records), tuple(fits))

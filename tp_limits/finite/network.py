@@ -1,0 +1,137 @@
+"""A width-n abc-parametrized MLP, trained exactly in W-space (docs/theory.md §7.1).
+
+Initialization: W^l_0 = σ_l n^{-(a_l+b_l)} G^l with G^l iid N(0, 1) (zero
+readout when b_{L+1} = oo).  The Gaussians are drawn on the host from
+``numpy.random.default_rng(seed)`` in layer order, so every backend and
+dtype starts from the same network.
+
+SGD in W-space is exactly SGD on w (∇_w = n^{-a}∇_W, ΔW = n^{-a}Δw):
+
+    W^l <- W^l - η_l n^{-(2a_l + c_l)} Σ_i (∂(χ_iᵀ f)/∂h^l_i) x^{l-1}_iᵀ.
+
+Adam must see the w-gradient (its update is not linear in the gradient), so
+it keeps its moments in w-units and maps the step back:
+ΔW = -η_l n^{-c_l} n^{-a_l} m̂ / (√v̂ + ε), with g_w = n^{-a_l} ∇_W.
+
+``backprop="decoupled"`` replaces, in the backward pass only, each hidden
+W^l_t by W̃^l_0 + (W^l_t - W^l_0), with W̃^l_0 an independent copy of W^l_0
+(TP4 §6, docs/theory.md §3).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..backend import Backend
+from ..errors import DivergenceError
+from ..spec import MLP
+
+
+class FiniteNetwork:
+    """Weights and one SGD/Adam step of a width-n MLP on a given backend."""
+
+    def __init__(self, net: MLP, width: int, lr: float, seed: int, backend: Backend, dtype,
+                 backprop: str = "exact", optimizer: str = "sgd", keep_init: bool = False,
+                 adam_betas=(0.9, 0.999), adam_eps: float = 1e-8):
+        self.net, self.n, self.b, self.dtype = net, width, backend, np.dtype(dtype)
+        self.phi = net.nonlinearity
+        self.alpha = net.output_multiplier
+        self.backprop, self.optimizer = backprop, optimizer
+        L, n = net.L, width
+        shapes = [(n, net.d_in)] + [(n, n)] * (L - 1) + [(net.d_out, n)]
+        rng = np.random.default_rng(seed)
+        self.W = [self._gaussian(rng, s, sig, e)
+                  for s, sig, e in zip(shapes, net.effective_sigma, net.init_exponents())]
+        self.W0 = [w.copy() for w in self.W] if (keep_init or backprop == "decoupled") else None
+        # Drawn after every W_0, so exact and decoupled runs share W_0 for a seed.
+        self.W_tilde = ({l: self._gaussian(rng, shapes[l], net.effective_sigma[l],
+                                           net.init_exponents()[l]) for l in range(1, L)}
+                        if backprop == "decoupled" else None)
+        a, _, c = net.param._fractions
+        self.lr = [lr * m * n ** -float(2 * ai + ci) for m, ai, ci in zip(net.lr_mult, a, c)]
+        if optimizer == "adam":
+            self.adam_lr = [lr * m * n ** -float(ci) for m, ci in zip(net.lr_mult, c)]
+            self.n_a = [n ** -float(ai) for ai in a]
+            self.betas, self.eps, self.t = adam_betas, adam_eps, 0
+            self.m = [backend.xp.zeros_like(w) for w in self.W]
+            self.v = [backend.xp.zeros_like(w) for w in self.W]
+
+    def _gaussian(self, rng, shape, sigma, exponent):
+        if exponent == math.inf:
+            return self.b.xp.zeros(shape, dtype=self.dtype)
+        G = rng.standard_normal(shape)
+        G *= sigma * self.n ** -float(exponent)
+        return self.b.asarray(G, self.dtype)
+
+    # ---- forward -------------------------------------------------------------
+    def forward(self, X, step: int):
+        """Return (hs, xs, f): pre-activations h^1..h^L, inputs x^0..x^L, output.
+
+        Raises DivergenceError naming the first layer with a non-finite value.
+        """
+        xp, mm = self.b.xp, self.b.matmul
+        hs, xs = [], [X]
+        for l in range(self.net.L):
+            h = mm(xs[-1], self.W[l].T)
+            if not bool(xp.isfinite(h).all()):
+                raise DivergenceError(step, l + 1, "pre-activation h")
+            hs.append(h)
+            xs.append(self.phi.phi(h, self.b))
+        f = self.alpha * mm(xs[-1], self.W[-1].T)
+        if not bool(xp.isfinite(f).all()):
+            raise DivergenceError(step, None, "output f")
+        return hs, xs, f
+
+    # ---- backward + simultaneous update ----------------------------------------
+    def step(self, hs, xs, chi) -> None:
+        """Backpropagate χ (B, d_out) with W_t and update every layer to W_{t+1}.
+
+        Each layer's backward product is taken before that layer is updated,
+        so all gradients use W_t (simultaneous updates).
+        """
+        L, mm = self.net.L, self.b.matmul
+        if self.optimizer == "adam":
+            self.t += 1
+        g_x = self.alpha * mm(chi, self.W[L])                   # ∂(χᵀf)/∂x^L
+        self._update(L, self.alpha * chi, xs[L])                # ∇W^{L+1} = α χᵀ x^L
+        for l in range(L - 1, -1, -1):
+            g_h = g_x * self.phi.dphi(hs[l], self.b)
+            if l > 0:
+                g_x = self._backward_product(g_h, l)
+            self._update(l, g_h, xs[l])
+
+    def _backward_product(self, g_h, l):
+        mm = self.b.matmul
+        if self.backprop == "decoupled":
+            return mm(g_h, self.W_tilde[l]) + mm(g_h, self.W[l]) - mm(g_h, self.W0[l])
+        return mm(g_h, self.W[l])
+
+    def _update(self, l, G, X) -> None:
+        """Apply the step for layer l whose W-gradient is Gᵀ X."""
+        if self.optimizer == "sgd":
+            self.b.add_outer(self.W[l], -self.lr[l], G, X)
+            return
+        xp = self.b.xp
+        b1, b2 = self.betas
+        g_w = self.n_a[l] * self.b.matmul(G.T, X)              # gradient in w-units
+        self.m[l] *= b1
+        self.m[l] += (1 - b1) * g_w
+        self.v[l] *= b2
+        self.v[l] += (1 - b2) * g_w * g_w
+        m_hat = self.m[l] / (1 - b1 ** self.t)
+        v_hat = self.v[l] / (1 - b2 ** self.t)
+        self.W[l] -= (self.n_a[l] * self.adam_lr[l]) * m_hat / (xp.sqrt(v_hat) + self.eps)
+
+    # ---- memory ------------------------------------------------------------------
+    @staticmethod
+    def bytes_needed(net: MLP, width: int, dtype, backprop: str, optimizer: str,
+                     keep_init: bool) -> int:
+        """Bytes for the weights and the copies a run keeps (W_0, W̃_0, Adam moments)."""
+        n, L = width, net.L
+        per_copy = n * net.d_in + (L - 1) * n * n + net.d_out * n
+        copies = 1 + (keep_init or backprop == "decoupled") + 2 * (optimizer == "adam")
+        hidden_copies = copies + (backprop == "decoupled")
+        total = copies * per_copy + (hidden_copies - copies) * (L - 1) * n * n
+        # one float64 host draw of the largest matrix during initialization
+        return total * np.dtype(dtype).itemsize + 8 * max(n * n if L > 1 else 0, n * net.d_in)
