@@ -94,3 +94,11 @@ def test_console_entry_point_runs():
     out = subprocess.run([sys.executable, "-m", "tp_limits", "classify", "sp", "--L", "3"],
                          capture_output=True, text=True, check=True).stdout
     assert "UNSTABLE" in out and "layers 2 and 3" in out
+
+
+def test_cli_coord_check(capsys, tmp_path):
+    png = tmp_path / "cc.png"
+    assert main(["coord-check", "mup", "--L", "2", "--widths", "64,128", "--seeds", "2",
+                 "--steps", "2", "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "delta_h" in out and "predicted" in out and png.stat().st_size > 10_000

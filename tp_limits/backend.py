@@ -33,6 +33,7 @@ class Backend:
     add_outer: Callable       # (W, alpha, G, X) -> W += alpha * G.T @ X, in place
     to_numpy: Callable
     available_bytes: Callable
+    synchronize: Callable = lambda: None   # wait for queued device work (timings)
 
     def asarray(self, a, dtype):
         return self.xp.asarray(a, dtype=dtype)
@@ -116,7 +117,8 @@ def _cupy_backend() -> Backend:
         W += alpha * (G.T @ X)
 
     return Backend("cupy", cp, erf, lambda a, b: a @ b, add_outer, cp.asnumpy,
-                   lambda: int(cp.cuda.Device().mem_info[0]))
+                   lambda: int(cp.cuda.Device().mem_info[0]),
+                   lambda: cp.cuda.Device().synchronize())
 
 
 def get_backend(name: str = "numpy") -> Backend:
