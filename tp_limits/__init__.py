@@ -3,24 +3,27 @@
 * symbolic: :class:`ABC`, presets :func:`sp`, :func:`ntp`, :func:`mfp`,
   :func:`mup`, :func:`table`, :func:`phase_diagram`, :mod:`spectral`;
 * problem spec: :class:`MLP`, :class:`Routine`;
-* finite engine: :func:`train_finite` -> :class:`Trajectory`;
-* analysis: :func:`coord_check`.
+* engines: :func:`simulate_limit` (infinite width), :func:`train_finite`
+  (width n), both -> :class:`Trajectory`;
+* analysis: :func:`coord_check`, :func:`convergence`.
 """
 from . import spectral
 from ._version import __version__
 from .abc import ABC, Classification, mfp, mup, ntp, sp, table
+from .analysis.convergence import convergence
 from .analysis.coord_check import coord_check
 from .analysis.phase_diagram import phase_diagram
 from .errors import (BackendUnavailableError, DivergenceError, InvalidParametrizationError,
                      MemoryBudgetError, SpecError, SymbolicParametrizationError, TPError,
                      UnstableParametrizationError, UnsupportedError)
 from .finite import train_finite
+from .limit import simulate_limit
 from .spec import MLP, Routine
 from .trajectory import Trajectory
 
 __all__ = [
     "ABC", "Classification", "mfp", "mup", "ntp", "sp", "table", "phase_diagram", "spectral",
-    "MLP", "Routine", "train_finite", "Trajectory", "coord_check",
+    "MLP", "Routine", "train_finite", "simulate_limit", "Trajectory", "coord_check", "convergence",
     "TPError", "InvalidParametrizationError", "SymbolicParametrizationError",
     "UnstableParametrizationError", "SpecError", "DivergenceError", "MemoryBudgetError",
     "BackendUnavailableError", "UnsupportedError", "__version__",

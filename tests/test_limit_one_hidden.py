@@ -1,0 +1,226 @@
+"""The one-hidden-layer limit: exact linear forms, Monte Carlo, quadrature, finite networks."""
+import numpy as np
+import pytest
+
+import tp_limits as tp
+from tp_limits.limit import one_hidden
+
+D1 = dict(X=np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 0.0]]), Y=np.array([[1.0], [-1.0], [1.0]]),
+          eval_inputs=np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 1.0]]))
+# N2 of docs: d = 3, d_out = 2, B = 2, eta = 0.7
+N2 = dict(X=np.array([[1, 0, 0], [0, 1, 0], [0.5, 0.5, 0.5], [1, -1, 0]], float),
+          Y=np.array([[1, 0], [0, -1], [0.5, 0.5], [1, 0]], float),
+          eval_inputs=np.array([[0, 0, 1], [1, 1, 1]], float), batch_size=2)
+
+
+def d1(lr=0.5):
+    return tp.Routine(lr=lr, **D1)
+
+
+def within_5se(mc, exact):
+    se = mc.f_eval_se[1:]
+    assert np.all(se > 0)
+    z = np.abs(mc.f_eval[1:] - exact.f_eval[1:]) / se
+    assert z.max() < 5, z.max()
+
+
+# ---- exact linear limit ----------------------------------------------------------
+def test_exact_linear_first_step_and_mpq_recursion():
+    """ABCD recursion vs the independent reduced (M, P, Q) form of docs §2."""
+    r = tp.Routine(lr=0.7, **N2)
+    net = tp.MLP(tp.mup(1), 3, 2, phi="id", sigma=[1.3, 0.8])
+    ex = tp.simulate_limit(net, r)
+    assert ex.meta["method"] == "exact" and np.all(ex.f_eval_se == 0)
+    eta, s1, s2 = 0.7, 1.3, 0.8
+    M, P, Q = np.zeros((2, 3)), s2 ** 2 * np.eye(2), s1 ** 2 * np.eye(3)
+    Y = r.targets(2)
+    for t in range(r.steps):
+        Xb, Yb = r.X[2 * t:2 * t + 2], Y[2 * t:2 * t + 2]
+        assert np.allclose(ex.f_eval[t], r.eval_inputs @ M.T, atol=1e-12)
+        chi = (Xb @ M.T - Yb) / 2
+        G = chi.T @ Xb
+        M, P, Q = (M - eta * (P @ G + G @ Q) + eta ** 2 * G @ M.T @ G,
+                   P - eta * (G @ M.T + M @ G.T) + eta ** 2 * G @ Q @ G.T,
+                   Q - eta * (G.T @ M + M.T @ G) + eta ** 2 * G.T @ P @ G)
+    assert np.allclose(ex.f_eval[-1], r.eval_inputs @ M.T, atol=1e-12)
+
+
+def test_exact_linear_n1_values():
+    ex = tp.simulate_limit(tp.MLP(tp.mup(1), 2, 1, phi="id"), d1())
+    # one kernel step with K = K_1 + K_2 = 2 ξ·ζ, f_0 = 0, χ_0 = -1, η = 1/2
+    assert np.allclose(ex.f_eval[1, :, 0], [1.0, 0.6, 1.0])
+    assert np.all(ex.f_eval[0] == 0)
+
+
+@pytest.mark.parametrize("case", ["D1", "N2", "constants", "xent"])
+def test_monte_carlo_matches_exact_linear(case):
+    if case == "D1":
+        net, r = tp.MLP(tp.mup(1), 2, 1, phi="id"), d1()
+    elif case == "N2":
+        net, r = tp.MLP(tp.mup(1), 3, 2, phi="id"), tp.Routine(lr=0.7, **N2)
+    elif case == "constants":
+        net = tp.MLP(tp.mfp(), 3, 2, phi="id", sigma=[1.3, 0.7], lr_mult=[0.5, 2.0],
+                     readout_multiplier=1.5)
+        r = tp.Routine(lr=0.3, **N2)
+    else:
+        X = np.random.default_rng(0).standard_normal((6, 2))
+        net = tp.MLP(tp.mup(1), 2, 3, phi="id")
+        r = tp.Routine(X, np.array([0, 2, 1, 1, 0, 2]), lr=0.8, loss="xent", batch_size=2)
+    exact = tp.simulate_limit(net, r)
+    mc = tp.simulate_limit(net, r, method="monte_carlo", particles=100_000, replicates=8, seed=1)
+    within_5se(mc, exact)
+    assert np.max(np.abs(mc.f_eval[0])) < 1e-15           # antithetic pairs: f_0 = 0 exactly
+
+
+def test_stats_match_exact_linear():
+    net, r = tp.MLP(tp.mup(1), 2, 1, phi="id"), d1()
+    ex = tp.simulate_limit(net, r)
+    mc = tp.simulate_limit(net, r, method="monte_carlo", particles=400_000, seed=2)
+    # relative MC error of a second moment of a Gaussian is ~ sqrt(2/N) = 0.22 %
+    for key in ("h_rms", "x_rms", "dh_rms", "dx_rms"):
+        assert np.allclose(mc.stats[key][1:], ex.stats[key][1:], rtol=5 * np.sqrt(2 / 400_000))
+    assert np.allclose(mc.stats["feature_kernel"], ex.stats["feature_kernel"], rtol=0.01, atol=0.01)
+
+
+# ---- nonlinear: quadrature and Monte Carlo -------------------------------------------
+@pytest.fixture(scope="module")
+def tanh_quadrature():
+    net = tp.MLP(tp.mup(1), 2, 1, phi="tanh")
+    return net, tp.simulate_limit(net, d1(), method="quadrature", particles=100 ** 3)
+
+
+def test_quadrature_is_deterministic_and_converged(tanh_quadrature):
+    net, q = tanh_quadrature
+    assert q.meta["nodes_per_coordinate"] == 100 and q.f_eval_se.max() < 1e-4
+    again = tp.simulate_limit(net, d1(), method="quadrature", particles=100 ** 3)
+    assert np.array_equal(q.f_eval, again.f_eval)
+
+
+def test_tanh_monte_carlo_matches_quadrature(tanh_quadrature):
+    net, q = tanh_quadrature
+    mc = tp.simulate_limit(net, d1(), particles=200_000, replicates=8, seed=3)
+    within_5se(mc, q)
+
+
+def test_monte_carlo_error_falls_like_inverse_sqrt_N(tanh_quadrature):
+    net, q = tanh_quadrature
+    Ns = [2_000, 8_000, 32_000, 128_000]
+    rms = []
+    for N in Ns:
+        errs = [tp.simulate_limit(net, d1(), particles=N, seed=s, record=()).f_eval[1:] - q.f_eval[1:]
+                for s in range(12)]
+        rms.append(np.sqrt(np.mean(np.square(errs))))
+    slope = np.polyfit(np.log(Ns), np.log(rms), 1)[0]
+    assert -0.65 < slope < -0.35, slope
+
+
+def test_batch_means_se_is_honest(tanh_quadrature):
+    """Single-run standard errors vs the spread of independent runs."""
+    net, q = tanh_quadrature
+    runs = [tp.simulate_limit(net, d1(), particles=64_000, seed=s, record=()) for s in range(16)]
+    spread = np.std([r.f_eval[1:] for r in runs], axis=0, ddof=1)
+    reported = np.mean([r.f_eval_se[1:] for r in runs], axis=0)
+    ratio = reported / spread
+    # 16 runs: the sample sd has ~18 % relative error
+    assert 0.5 < np.median(ratio) < 1.5, ratio
+
+
+def test_numpy_kernel_and_float32_agree():
+    net = tp.MLP(tp.mup(1), 2, 1, phi="gelu")
+    a = tp.simulate_limit(net, d1(), particles=20_000, seed=4)
+    b = tp.simulate_limit(net, d1(), particles=20_000, seed=4, kernel="numpy")
+    c = tp.simulate_limit(net, d1(), particles=20_000, seed=4, dtype=np.float32)
+    assert np.allclose(a.f_eval, b.f_eval, rtol=1e-10, atol=1e-13)
+    assert np.allclose(a.stats["dh_rms"], b.stats["dh_rms"], rtol=1e-10)
+    assert np.max(np.abs(a.f_eval - c.f_eval)) < 1e-5
+    again = tp.simulate_limit(net, d1(), particles=20_000, seed=4)
+    assert np.array_equal(a.f_eval, again.f_eval)
+
+
+def test_symmetry_orbit_has_one_limit():
+    r = d1()
+    a = tp.simulate_limit(tp.MLP(tp.mup(1), 2, 1), r, particles=10_000, seed=0)
+    b = tp.simulate_limit(tp.MLP(tp.mfp(), 2, 1), r, particles=10_000, seed=0)
+    assert np.array_equal(a.f_eval, b.f_eval)
+
+
+def test_eval_every_marks_skipped_rows():
+    r = tp.Routine(np.tile(D1["X"], (2, 1)), np.tile(D1["Y"], (2, 1)), lr=0.5,
+                   eval_inputs=D1["eval_inputs"])
+    tr = tp.simulate_limit(tp.MLP(tp.mup(1), 2, 1), r, particles=2_000, eval_every=4)
+    assert tr.meta["eval_steps"] == [0, 4, 6]
+    assert np.all(np.isnan(tr.f_eval[[1, 2, 3, 5]])) and np.all(np.isfinite(tr.f_eval[[0, 4, 6]]))
+
+
+# ---- switches: zero readout, fixed readout -------------------------------------------
+@pytest.mark.parametrize("param", [tp.ABC([0, 0], [0, "oo"], [-1, 1], name="zero readout"),
+                                   tp.ABC([0, 0], [0, 1], [-1, 2], name="fixed readout")])
+def test_switch_limits_match_wide_networks(param):
+    net = tp.MLP(param, 2, 1, phi="tanh")
+    k = param.classify()
+    assert k.regime == "feature_learning"
+    lim = tp.simulate_limit(net, d1(), method="quadrature", particles=60 ** 3)
+    errs = []
+    for n in (512, 8192):
+        f = np.array([tp.train_finite(net, d1(), n, seed=s, record=()).f_eval for s in range(6)])
+        errs.append(np.sqrt(np.mean((f - lim.f_eval) ** 2)))
+    assert errs[1] < 0.5 * errs[0]           # n x16: expected x0.25
+    if not k.limit_switches.readout_update:
+        assert lim.meta["switches"]["readout_update"] is False
+
+
+# ---- finite networks converge ------------------------------------------------------------
+@pytest.mark.parametrize("phi, limit_kwargs", [
+    ("tanh", dict(method="quadrature", particles=100 ** 3)),
+    ("relu", dict(particles=4_000_000, replicates=4)),
+])
+def test_finite_networks_converge_at_rate_one_half(phi, limit_kwargs):
+    net = tp.MLP(tp.mup(1), 2, 1, phi=phi)
+    study = tp.convergence(net, d1(), [256, 512, 1024, 2048, 4096, 8192, 16384], seeds=16,
+                           executor="serial", limit_kwargs=limit_kwargs)
+    assert -0.6 <= study.exponent <= -0.4, (study.exponent, study.exponent_ci)
+    assert study.limit_error < 0.1 * study.rms[-1]
+    assert "exponent" in str(study.table())
+    ax = study.plot().axes[0]
+    assert ax.get_xlabel() == "width n" and ax.get_legend() is not None
+
+
+# ---- bad input --------------------------------------------------------------------------
+@pytest.mark.parametrize("net, kwargs, error, match", [
+    (tp.MLP(tp.mup(2), 2, 1), {}, tp.UnsupportedError, "L = 2"),
+    (tp.MLP(tp.ntp(1), 2, 1), {}, tp.UnsupportedError, "kernel regime"),
+    (tp.MLP(tp.ntp(2, c="1/2"), 2, 1), {}, tp.UnsupportedError, "trivial"),
+    (tp.MLP(tp.sp(1), 2, 1), {}, tp.UnstableParametrizationError, "q = 0 < 1"),
+    (tp.MLP(tp.mup(1, optimizer="adam"), 2, 1), {}, tp.UnsupportedError, "adam"),
+    (tp.MLP(tp.mup(1), 2, 1), dict(particles=1), tp.SpecError, "particles"),
+    (tp.MLP(tp.mup(1), 2, 1), dict(replicates=0), tp.SpecError, "replicates"),
+    (tp.MLP(tp.mup(1), 2, 1), dict(method="exact"), tp.SpecError, "phi='id'"),
+    (tp.MLP(tp.mup(1), 2, 1), dict(method="magic"), tp.SpecError, "method"),
+    (tp.MLP(tp.mup(1), 3, 1), {}, tp.SpecError, "d_in = 3"),
+    (tp.MLP(tp.mup(1), 2, 1), dict(particles=10 ** 13), tp.MemoryBudgetError, "at most"),
+    (tp.MLP(tp.mup(1), 2, 1), dict(kernel="cuda"), tp.SpecError, "kernel"),
+])
+def test_bad_input_is_refused_before_work(net, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        tp.simulate_limit(net, d1(), **kwargs)
+
+
+def test_quadrature_dimension_limit():
+    with pytest.raises(tp.SpecError, match="at most 3"):
+        tp.simulate_limit(tp.MLP(tp.mup(1), 3, 2), tp.Routine(lr=0.5, **N2), method="quadrature")
+
+
+def test_keyboard_interrupt_returns_partial(monkeypatch):
+    original = one_hidden.sweep
+    calls = {"n": 0}
+
+    def flaky(*args):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return original(*args)
+
+    monkeypatch.setattr(one_hidden, "sweep", flaky)
+    tr = tp.simulate_limit(tp.MLP(tp.mup(1), 2, 1), d1(), particles=1_000)
+    assert tr.meta["interrupted"] and tr.meta["completed_steps"] == 1
+    assert tr.f_eval.shape[0] == 2 and tr.loss.shape == (1,)

@@ -1,0 +1,140 @@
+"""Convergence of finite networks to their infinite-width limit (docs/theory.md §7.2).
+
+For each width n and seed s the finite trajectory f^{(n,s)} is compared with
+the limit f̊ on the evaluation inputs at the chosen steps.  Per width:
+
+* ``rms``: RMS over seeds of e_{n,s} = RMS over (t, input, output) of
+  f^{(n,s)}_t - f̊_t — the typical distance of one network from the limit,
+  expected to fall like n^{-1/2};
+* ``bias``: RMS over (t, input, output) of the seed-mean deviation
+  mean_s(f^{(n,s)}_t) - f̊_t — what survives averaging over seeds (expected
+  O(1/n) plus noise of order rms/√seeds).
+
+The exponent is the least-squares slope of log rms against log n; its 95 %
+interval comes from the spread of per-seed slopes (Student t).  The limit's
+own Monte Carlo error is reported beside it: widths where the finite error is
+not well above it cannot resolve the slope.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..abc.table import Table
+from ..errors import SpecError
+from ..finite.train import train_finite
+from ..limit.dispatch import simulate_limit
+from ..trajectory import Trajectory
+from .sweep import run_tasks
+
+
+def _finite_f_eval(net, routine, width, seed, kwargs):
+    return train_finite(net, routine, width, seed=seed, record=(), **kwargs).f_eval
+
+
+@dataclass(frozen=True)
+class ConvergenceStudy:
+    """Result of :func:`convergence` (arrays indexed by width)."""
+
+    label: str
+    widths: tuple
+    seeds: tuple
+    steps: tuple
+    rms: np.ndarray
+    rms_se: np.ndarray
+    bias: np.ndarray
+    bias_se: np.ndarray
+    errors: np.ndarray          # (widths, seeds): e_{n,s}
+    exponent: float
+    exponent_ci: float
+    limit_error: float          # RMS of the limit's f_eval_se over the compared entries
+    limit: Trajectory
+
+    def table(self) -> Table:
+        rows = [(str(n), f"{r:.3e}", f"{rs:.1e}", f"{b:.3e}", f"{bs:.1e}")
+                for n, r, rs, b, bs in zip(self.widths, self.rms, self.rms_se, self.bias,
+                                           self.bias_se)]
+        rows.append(("exponent", f"{self.exponent:+.3f}", f"±{self.exponent_ci:.3f}", "", ""))
+        rows.append(("limit MC error", f"{self.limit_error:.1e}", "", "", ""))
+        return Table(("width", "rms over seeds", "se", "seed-mean deviation", "se"), tuple(rows))
+
+    def plot(self, ax=None):
+        """Log-log plot of both errors with error bars and the reference slope -1/2."""
+        import matplotlib.pyplot as plt
+        if ax is None:
+            fig, ax = plt.subplots(figsize=(5.5, 4.2))
+        else:
+            fig = ax.figure
+        n = np.array(self.widths, float)
+        ax.errorbar(n, self.rms, yerr=2 * self.rms_se, marker="o", capsize=3,
+                    label=f"RMS over seeds (slope {self.exponent:+.2f} ± {self.exponent_ci:.2f})")
+        ax.errorbar(n, self.bias, yerr=2 * self.bias_se, marker="s", capsize=3,
+                    label="seed-mean deviation")
+        ref = self.rms[0] * (n / n[0]) ** -0.5
+        ax.plot(n, ref, "k--", label="reference slope -1/2")
+        if self.limit_error > 0:
+            ax.axhline(self.limit_error, color="gray", ls=":", label="limit Monte Carlo error")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("width n")
+        ax.set_ylabel("|f_n - f_limit| on eval inputs")
+        ax.set_title(f"convergence to the limit: {self.label}")
+        ax.legend(fontsize=8)
+        return fig
+
+
+def convergence(net, routine, widths, seeds: int = 8, particles: int = 1_000_000,
+                steps=None, limit: Trajectory | None = None, executor=None,
+                progress: bool = False, limit_kwargs=None, **train_kwargs) -> ConvergenceStudy:
+    """Train finite networks at ``widths`` x ``seeds`` and measure their distance to the limit.
+
+    ``limit`` may be a precomputed limit Trajectory; otherwise
+    ``simulate_limit(net, routine, particles=particles, **limit_kwargs)`` is
+    run.  ``steps`` are the steps t compared (default 1..T).  ``executor``:
+    None (process pool), 'serial', or a concurrent.futures.Executor.
+    """
+    widths = tuple(sorted(int(w) for w in widths))
+    if len(widths) < 2 or len(set(widths)) != len(widths):
+        raise SpecError(f"convergence needs at least two distinct widths, got {widths}")
+    seeds = tuple(range(seeds)) if isinstance(seeds, int) else tuple(seeds)
+    if len(seeds) < 2:
+        raise SpecError("convergence needs at least two seeds (for error bars)")
+    T = routine.steps
+    steps = tuple(range(1, T + 1)) if steps is None else tuple(int(s) for s in steps)
+    if any(not 0 <= s <= T for s in steps):
+        raise SpecError(f"steps must lie in 0..{T}")
+    if limit is None:
+        kwargs = {"particles": particles, "progress": progress, "record": ()}
+        kwargs.update(limit_kwargs or {})
+        limit = simulate_limit(net, routine, **kwargs)
+    if limit.steps < T:
+        raise SpecError(f"the limit trajectory has {limit.steps} steps, the routine {T}")
+    ref = limit.f_eval[list(steps)]
+    if not np.all(np.isfinite(ref)):
+        raise SpecError("the limit was not evaluated at every compared step "
+                        "(simulate it with eval_every=1)")
+    tasks = [(net, routine, w, s, train_kwargs) for w in widths for s in seeds]
+    outs = run_tasks(_finite_f_eval, tasks, executor=executor, progress=progress,
+                     desc="finite networks")
+    F = np.array([o[list(steps)] for o in outs]).reshape(len(widths), len(seeds), *ref.shape)
+    dev = F - ref[None, None]
+    axes = tuple(range(2, dev.ndim))
+    e = np.sqrt(np.mean(dev ** 2, axis=axes))                           # (W, S)
+    S = len(seeds)
+    rms = np.sqrt(np.mean(e ** 2, axis=1))
+    rms_se = np.std(e ** 2, axis=1, ddof=1) / math.sqrt(S) / (2 * rms)   # delta method
+    mean_dev = dev.mean(axis=1)
+    bias = np.sqrt(np.mean(mean_dev ** 2, axis=tuple(range(1, mean_dev.ndim))))
+    dev_se = dev.std(axis=1, ddof=1) / math.sqrt(S)
+    bias_se = np.sqrt(np.mean(dev_se ** 2, axis=tuple(range(1, dev_se.ndim))))
+    logn = np.log(np.array(widths, float))
+    exponent = float(np.polyfit(logn, np.log(rms), 1)[0])
+    from scipy.stats import t as student
+    per_seed = [np.polyfit(logn, np.log(e[:, s]), 1)[0] for s in range(S)]
+    ci = float(student.ppf(0.975, S - 1) * np.std(per_seed, ddof=1) / math.sqrt(S))
+    se = limit.f_eval_se
+    limit_error = float(np.sqrt(np.mean(se[list(steps)] ** 2))) if se is not None else 0.0
+    return ConvergenceStudy(net.param.label, widths, seeds, steps, rms, rms_se, bias, bias_se,
+                            e, exponent, ci, limit_error, limit)

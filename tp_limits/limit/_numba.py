@@ -1,0 +1,175 @@
+"""The fused particle kernel of the one-hidden-layer limit (docs/theory.md §2).
+
+One call = one sweep over particle memory = one SGD step of the limit:
+
+1. (if a batch is given) with χ_t, update every particle simultaneously:
+       Z^U   -= lr_u Σ_i (χ_iᵀ Z^{nV}) φ′(Z^U ξ_i) ξ_iᵀ
+       Z^{nV} -= lr_v Σ_i χ_i φ(Z^U ξ_i)
+   (lr_u = α η_1 e_1 and lr_v = α η_2 e_V carry the output multiplier α and
+   the limit switches of §5.1);
+2. with the updated particles, accumulate the weighted sums
+       Σ_α w_α Z^{nV}_α φ(Z^U_α ξ)   for the next batch and the eval inputs,
+   and, if asked, the coordinate statistics of the eval inputs.
+
+Particles are stored feature-major (U[d, N], V[d_out, N]) and processed in
+blocks small enough to stay in cache while the block is visited once per
+input; the inner loops run over particles and vectorize (φ uses the
+branch-free tanh of _fastmath.py).  Each block writes its own row of ``out``
+(no atomics; the host sums rows in a fixed order), so results do not depend
+on the thread count, and the per-block sums double as batch means for the
+Monte Carlo standard error.
+
+Layout of a row of ``out`` (K columns): f_next (Bn·d_out), f_eval (E·d_out),
+then if ``stats``: Σ w h² (E), Σ w (h-h_0)² (E), Σ w x² (E), Σ w (x-x_0)² (E),
+Σ w x_e x_e' (E·E).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from ._fastmath import fast_tanh
+
+PHI_CODES = {"id": 0, "tanh": 1, "relu": 2, "sigmoid": 3, "gelu": 4, "erf": 5, "softplus": 6}
+_SQRT1_2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_TWO_OVER_SQRTPI = 2.0 / math.sqrt(math.pi)
+
+
+@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
+def phi_dphi(code, x):
+    """(φ(x), φ′(x)) for the nonlinearity with the given code."""
+    if code == 1:
+        t = fast_tanh(x)
+        return t, 1.0 - t * t
+    if code == 0:
+        return x, 1.0
+    if code == 2:
+        return (x, 1.0) if x > 0.0 else (0.0, 0.0)
+    if code == 3:
+        s = 0.5 * (1.0 + fast_tanh(0.5 * x))
+        return s, s * (1.0 - s)
+    if code == 4:                                   # gelu: scalar libm erf/exp
+        c = 0.5 * (1.0 + math.erf(x * _SQRT1_2))
+        return x * c, c + x * _INV_SQRT2PI * math.exp(-0.5 * x * x)
+    if code == 5:
+        return math.erf(x), _TWO_OVER_SQRTPI * math.exp(-x * x)
+    s = 0.5 * (1.0 + fast_tanh(0.5 * x))            # softplus
+    return max(x, 0.0) + math.log1p(math.exp(-abs(x))), s
+
+
+def n_columns(Bn: int, E: int, d_out: int, stats: bool) -> int:
+    return (Bn + E) * d_out + (4 * E + E * E if stats else 0)
+
+
+@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
+def _forward_sums(Ub, Vb, wb, uniform, code, X, h, ph, acc, col):
+    """acc[col + i*d_out + o] += Σ_j w_j Vb[o, j] φ(Ub[:, j] · X[i])  for each input row i."""
+    d, m = Ub.shape
+    do = Vb.shape[0]
+    for i in range(X.shape[0]):
+        h[:] = 0.0
+        for k in range(d):
+            xk = X[i, k]
+            for j in range(m):
+                h[j] += Ub[k, j] * xk
+        for j in range(m):
+            p, _ = phi_dphi(code, h[j])
+            ph[j] = p * (wb[0] if uniform else wb[j])
+        for o in range(do):
+            s = 0.0
+            for j in range(m):
+                s += Vb[o, j] * ph[j]
+            acc[col + i * do + o] += s
+
+
+@njit(parallel=True, fastmath=True, error_model="numpy", cache=True)
+def sweep(U, V, w, U0, code, Xb, chi, lr_u, lr_v, Xn, Xe, stats, block, out):
+    """One fused step; see the module docstring.  ``out`` must be zeroed, shape (nblocks, K)."""
+    d, N = U.shape
+    do = V.shape[0]
+    B, Bn, E = Xb.shape[0], Xn.shape[0], Xe.shape[0]
+    nb = (N + block - 1) // block
+    uniform = w.shape[0] == 1
+    for bi in prange(nb):
+        a0 = bi * block
+        m = min(N, a0 + block) - a0
+        Ub = U[:, a0:a0 + m]
+        Vb = V[:, a0:a0 + m]
+        wb = w[a0:a0 + m] if not uniform else w[:1]
+        acc = out[bi]
+        h = np.empty(m)
+        ph = np.empty(m)
+        # ---- 1. simultaneous update with the step's batch --------------------
+        if B > 0:
+            G = np.empty((B, m))
+            P = np.empty((B, m))
+            for i in range(B):
+                h[:] = 0.0
+                for k in range(d):
+                    xk = Xb[i, k]
+                    for j in range(m):
+                        h[j] += Ub[k, j] * xk
+                for j in range(m):
+                    s = 0.0
+                    for o in range(do):
+                        s += chi[i, o] * Vb[o, j]
+                    p, dp = phi_dphi(code, h[j])
+                    G[i, j] = s * dp
+                    P[i, j] = p
+            if lr_u != 0.0:
+                for k in range(d):
+                    for j in range(m):
+                        g = 0.0
+                        for i in range(B):
+                            g += G[i, j] * Xb[i, k]
+                        Ub[k, j] -= lr_u * g
+            if lr_v != 0.0:
+                for o in range(do):
+                    for j in range(m):
+                        g = 0.0
+                        for i in range(B):
+                            g += chi[i, o] * P[i, j]
+                        Vb[o, j] -= lr_v * g
+        # ---- 2. forward sums for the next batch and the eval inputs ----------
+        _forward_sums(Ub, Vb, wb, uniform, code, Xn, h, ph, acc, 0)
+        col = Bn * do
+        _forward_sums(Ub, Vb, wb, uniform, code, Xe, h, ph, acc, col)
+        col += E * do
+        if stats and E > 0:
+            U0b = U0[:, a0:a0 + m]
+            XE = np.empty((E, m))
+            h0 = np.empty(m)
+            for e in range(E):
+                h[:] = 0.0
+                h0[:] = 0.0
+                for k in range(d):
+                    xk = Xe[e, k]
+                    for j in range(m):
+                        h[j] += Ub[k, j] * xk
+                        h0[j] += U0b[k, j] * xk
+                s_h = s_dh = s_x = s_dx = 0.0
+                for j in range(m):
+                    wj = wb[0] if uniform else wb[j]
+                    p, _ = phi_dphi(code, h[j])
+                    p0, _ = phi_dphi(code, h0[j])
+                    XE[e, j] = p
+                    s_h += wj * h[j] * h[j]
+                    s_dh += wj * (h[j] - h0[j]) * (h[j] - h0[j])
+                    s_x += wj * p * p
+                    s_dx += wj * (p - p0) * (p - p0)
+                acc[col + e] += s_h
+                acc[col + E + e] += s_dh
+                acc[col + 2 * E + e] += s_x
+                acc[col + 3 * E + e] += s_dx
+            base = col + 4 * E
+            for e in range(E):
+                for f in range(e, E):
+                    s = 0.0
+                    for j in range(m):
+                        s += (wb[0] if uniform else wb[j]) * XE[e, j] * XE[f, j]
+                    acc[base + e * E + f] += s
+                    if f != e:
+                        acc[base + f * E + e] += s

@@ -1,0 +1,130 @@
+"""``simulate_limit``: the infinite-width limit of an MLP on a Routine.
+
+Dispatch follows the exact classification (DESIGN §2):
+
+* unstable  -> UnstableParametrizationError listing the violated conditions;
+* feature learning with L = 1 -> the particle system of docs/theory.md §2
+  with the switches of §5.1 (exact closed form for φ = id);
+* everything else (kernel regime, trivial, L >= 2, Adam) -> UnsupportedError
+  saying what is supported, before any work starts.
+"""
+from __future__ import annotations
+
+import numbers
+import time
+
+import numpy as np
+
+from .._version import __version__
+from ..errors import SpecError, UnstableParametrizationError, UnsupportedError
+from ..spec import MLP, Routine, check_compatible
+from ..trajectory import Trajectory
+from .one_hidden import simulate_one_hidden, stats_from
+
+METHODS = ("exact", "monte_carlo", "quadrature")
+SUPPORTED = ("supported now: feature-learning parametrizations with one hidden layer "
+             "(muP, MFP and their symmetry orbit, incl. frozen input layer, zero or fixed "
+             "readout), trained by SGD")
+
+
+def _check(net, routine, particles, replicates, method, eval_every, dtype, record):
+    if not isinstance(net, MLP):
+        raise SpecError(f"net must be a tp.MLP, got {type(net).__name__}")
+    if not isinstance(routine, Routine):
+        raise SpecError(f"routine must be a tp.Routine, got {type(routine).__name__}")
+    check_compatible(net, routine)
+    for name, v, lo in (("particles", particles, 2), ("replicates", replicates, 1),
+                        ("eval_every", eval_every, 1)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo:
+            raise SpecError(f"{name} = {v!r} must be an int >= {lo}")
+    if method is not None and method not in METHODS:
+        raise SpecError(f"method = {method!r}; choose one of {METHODS}")
+    if method == "exact" and net.phi != "id":
+        raise SpecError(f"method='exact' needs phi='id' (a closed form exists only for linear "
+                        f"networks); got phi={net.phi!r}")
+    if np.dtype(dtype) not in (np.float32, np.float64):
+        raise SpecError(f"dtype = {dtype!r}; use numpy.float64 (default) or numpy.float32")
+    unknown = set(record) - {"stats"}
+    if unknown:
+        raise SpecError(f"unknown record option(s) {sorted(unknown)}; the limit records 'stats'")
+
+    param = net.param
+    k = param.classify()
+    if k.regime == "unstable":
+        raise UnstableParametrizationError(
+            f"{param.label} is unstable, so it has no infinite-width limit: "
+            + "; ".join(k.violations))
+    if param.optimizer != "sgd":
+        raise UnsupportedError(f"the limit of {param.optimizer} training is not implemented; "
+                               + SUPPORTED)
+    if k.regime != "feature_learning":
+        raise UnsupportedError(
+            f"{param.label} is in the {k.regime} regime; its limit (kernel gradient descent or "
+            f"a constant) is not implemented yet; " + SUPPORTED)
+    if param.L != 1:
+        raise UnsupportedError(f"{param.label} has L = {param.L} hidden layers; the deep limit "
+                               "is not implemented yet; " + SUPPORTED)
+    return k
+
+
+def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: int = 0,
+                   replicates: int = 1, method: str | None = None, eval_every: int = 1,
+                   progress: bool = False, dtype=np.float64, record=("stats",),
+                   kernel: str = "numba") -> Trajectory:
+    """Simulate the infinite-width training dynamics; returns a :class:`Trajectory`.
+
+    Parameters
+    ----------
+    particles : Monte Carlo particles per replicate (rounded up to an even
+        count for antithetic pairs), or the node budget of ``quadrature``.
+    replicates : independent Monte Carlo runs; their spread gives
+        ``f_eval_se`` when > 1 (otherwise batch means over particle blocks).
+    method : 'exact' (φ = id, the default for it), 'monte_carlo' (default
+        otherwise) or 'quadrature' (d + d_out <= 3).
+    eval_every : evaluate f̊ on the eval inputs every k-th step (and at T);
+        rows in between are NaN and ``meta["eval_steps"]`` lists the others.
+    record : ('stats',) to record per-layer statistics (keeps the initial
+        particles), or () to save memory.
+    kernel : 'numba' (the fused kernel) or 'numpy' (its plain twin).
+
+    Ctrl-C returns the completed steps with ``meta["completed_steps"]``.
+    """
+    record = tuple(record)
+    k = _check(net, routine, particles, replicates, method, eval_every, dtype, record)
+    method = method or ("exact" if net.phi == "id" else "monte_carlo")
+    started = time.perf_counter()
+    T = routine.steps
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=T * (replicates if method == "monte_carlo" else 1),
+                   desc=f"limit ({method})", unit="step")
+    try:
+        res, extra = simulate_one_hidden(net, routine, k.limit_switches, particles, seed,
+                                         replicates, method, eval_every, "stats" in record,
+                                         kernel, dtype, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    done = res["completed"]
+    eval_steps = sorted(s for s in set(range(0, T + 1, eval_every)) | {T} if s <= done)
+    meta = {
+        "engine": "limit/one_hidden", "method": method, "kernel": kernel if method != "exact"
+        else None, "seed": int(seed), "replicates": int(replicates), "dtype": np.dtype(dtype).name,
+        "parametrization": repr(net.param), "phi": net.phi, "L": net.L, "d_in": net.d_in,
+        "d_out": net.d_out, "sigma": list(net.sigma), "lr_mult": list(net.lr_mult),
+        "readout_multiplier": net.readout_multiplier, "output_scale": net.output_scale,
+        "lr": routine.lr, "loss": routine.loss, "batch_size": routine.batch_size,
+        "switches": {"train_layers": list(k.limit_switches.train_layers),
+                     "readout_init": k.limit_switches.readout_init,
+                     "readout_update": k.limit_switches.readout_update},
+        "steps": T, "completed_steps": done, "eval_steps": eval_steps,
+        "interrupted": bool(res["interrupted"]), "diverged": res["diverged"],
+        "wall_time_s": time.perf_counter() - started,
+        "versions": {"tp_limits": __version__, "numpy": np.__version__},
+    }
+    meta.update(extra)
+    stats = stats_from(res, done + 1) if "stats" in record else {}
+    return Trajectory(f_eval=res["f_eval"][: done + 1], f_train=res["f_train"][:done],
+                      loss=res["loss"][:done], stats=stats, meta=meta,
+                      f_eval_se=res["se"][: done + 1])
