@@ -60,12 +60,87 @@ def phi_dphi(code, x):
     return max(x, 0.0) + math.log1p(math.exp(-abs(x))), s
 
 
+@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
+def _phi_loop(c, h, P, D):
+    for j in range(h.shape[0]):
+        p, dp = phi_dphi(c, h[j])
+        P[j] = p
+        D[j] = dp
+
+
+@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
+def phi_arrays(code, h, P, D):
+    """P = φ(h), D = φ′(h) elementwise.
+
+    The branch on ``code`` sits outside the particle loop and each branch
+    passes a literal code, so after inlining every loop is specialized to one
+    nonlinearity and vectorizes (a runtime code inside the loop does not).
+    """
+    if code == 0:
+        _phi_loop(0, h, P, D)
+    elif code == 1:
+        _phi_loop(1, h, P, D)
+    elif code == 2:
+        _phi_loop(2, h, P, D)
+    elif code == 3:
+        _phi_loop(3, h, P, D)
+    elif code == 4:
+        _phi_loop(4, h, P, D)
+    elif code == 5:
+        _phi_loop(5, h, P, D)
+    else:
+        _phi_loop(6, h, P, D)
+
+
 def n_columns(Bn: int, E: int, d_out: int, stats: bool) -> int:
     return (Bn + E) * d_out + (4 * E + E * E if stats else 0)
 
 
-@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
-def _forward_sums(Ub, Vb, wb, uniform, code, X, h, ph, acc, col):
+@njit(fastmath=True, error_model="numpy", cache=True)
+def _update_block(Ub, Vb, code, Xb, chi, lr_u, lr_v, h, D):
+    """Simultaneous update of one block with the batch (Xb, χ); see the module docstring."""
+    d, m = Ub.shape
+    do = Vb.shape[0]
+    B = Xb.shape[0]
+    G = np.empty((B, m))
+    P = np.empty((B, m))
+    sv = np.empty(m)
+    # innermost loops run over particles j, so they vectorize
+    for i in range(B):
+        h[:] = 0.0
+        sv[:] = 0.0
+        for k in range(d):
+            xk = Xb[i, k]
+            for j in range(m):
+                h[j] += Ub[k, j] * xk
+        for o in range(do):
+            c = chi[i, o]
+            for j in range(m):
+                sv[j] += c * Vb[o, j]
+        Gi = G[i]
+        phi_arrays(code, h, P[i], D)
+        for j in range(m):
+            Gi[j] = sv[j] * D[j]
+    if lr_u != 0.0:
+        for k in range(d):
+            Uk = Ub[k]
+            for i in range(B):
+                c = lr_u * Xb[i, k]
+                Gi = G[i]
+                for j in range(m):
+                    Uk[j] -= c * Gi[j]
+    if lr_v != 0.0:
+        for o in range(do):
+            Vo = Vb[o]
+            for i in range(B):
+                c = lr_v * chi[i, o]
+                Pi = P[i]
+                for j in range(m):
+                    Vo[j] -= c * Pi[j]
+
+
+@njit(fastmath=True, error_model="numpy", cache=True)
+def _forward_sums(Ub, Vb, wb, uniform, code, X, h, ph, D, acc, col):
     """acc[col + i*d_out + o] += Σ_j w_j Vb[o, j] φ(Ub[:, j] · X[i])  for each input row i."""
     d, m = Ub.shape
     do = Vb.shape[0]
@@ -75,9 +150,14 @@ def _forward_sums(Ub, Vb, wb, uniform, code, X, h, ph, acc, col):
             xk = X[i, k]
             for j in range(m):
                 h[j] += Ub[k, j] * xk
-        for j in range(m):
-            p, _ = phi_dphi(code, h[j])
-            ph[j] = p * (wb[0] if uniform else wb[j])
+        phi_arrays(code, h, ph, D)
+        if uniform:
+            w0 = wb[0]
+            for j in range(m):
+                ph[j] *= w0
+        else:
+            for j in range(m):
+                ph[j] *= wb[j]
         for o in range(do):
             s = 0.0
             for j in range(m):
@@ -85,12 +165,54 @@ def _forward_sums(Ub, Vb, wb, uniform, code, X, h, ph, acc, col):
             acc[col + i * do + o] += s
 
 
+@njit(fastmath=True, error_model="numpy", cache=True)
+def _stats_block(Ub, U0b, wb, uniform, code, Xe, h, D, acc, col):
+    """Weighted sums of h², (h-h_0)², x², (x-x_0)² per eval input and of x_e x_f."""
+    d, m = Ub.shape
+    E = Xe.shape[0]
+    XE = np.empty((E, m))
+    H = np.empty((2, m))
+    X0 = np.empty(m)
+    for e in range(E):
+        H[:] = 0.0
+        for k in range(d):
+            xk = Xe[e, k]
+            for j in range(m):
+                H[0, j] += Ub[k, j] * xk
+                H[1, j] += U0b[k, j] * xk
+        xe = XE[e]
+        phi_arrays(code, H[0], xe, D)
+        phi_arrays(code, H[1], X0, D)
+        s_h = s_dh = s_x = s_dx = 0.0
+        for j in range(m):
+            wj = wb[0] if uniform else wb[j]
+            hj, dh, dx = H[0, j], H[0, j] - H[1, j], xe[j] - X0[j]
+            s_h += wj * hj * hj
+            s_dh += wj * dh * dh
+            s_x += wj * xe[j] * xe[j]
+            s_dx += wj * dx * dx
+        acc[col + e] += s_h
+        acc[col + E + e] += s_dh
+        acc[col + 2 * E + e] += s_x
+        acc[col + 3 * E + e] += s_dx
+    base = col + 4 * E
+    for e in range(E):
+        for f in range(e, E):
+            s = 0.0
+            xe, xf = XE[e], XE[f]
+            for j in range(m):
+                s += (wb[0] if uniform else wb[j]) * xe[j] * xf[j]
+            acc[base + e * E + f] += s
+            if f != e:
+                acc[base + f * E + e] += s
+
+
 @njit(parallel=True, fastmath=True, error_model="numpy", cache=True)
 def sweep(U, V, w, U0, code, Xb, chi, lr_u, lr_v, Xn, Xe, stats, block, out):
     """One fused step; see the module docstring.  ``out`` must be zeroed, shape (nblocks, K)."""
-    d, N = U.shape
+    N = U.shape[1]
     do = V.shape[0]
-    B, Bn, E = Xb.shape[0], Xn.shape[0], Xe.shape[0]
+    Bn, E = Xn.shape[0], Xe.shape[0]
     nb = (N + block - 1) // block
     uniform = w.shape[0] == 1
     for bi in prange(nb):
@@ -102,74 +224,10 @@ def sweep(U, V, w, U0, code, Xb, chi, lr_u, lr_v, Xn, Xe, stats, block, out):
         acc = out[bi]
         h = np.empty(m)
         ph = np.empty(m)
-        # ---- 1. simultaneous update with the step's batch --------------------
-        if B > 0:
-            G = np.empty((B, m))
-            P = np.empty((B, m))
-            for i in range(B):
-                h[:] = 0.0
-                for k in range(d):
-                    xk = Xb[i, k]
-                    for j in range(m):
-                        h[j] += Ub[k, j] * xk
-                for j in range(m):
-                    s = 0.0
-                    for o in range(do):
-                        s += chi[i, o] * Vb[o, j]
-                    p, dp = phi_dphi(code, h[j])
-                    G[i, j] = s * dp
-                    P[i, j] = p
-            if lr_u != 0.0:
-                for k in range(d):
-                    for j in range(m):
-                        g = 0.0
-                        for i in range(B):
-                            g += G[i, j] * Xb[i, k]
-                        Ub[k, j] -= lr_u * g
-            if lr_v != 0.0:
-                for o in range(do):
-                    for j in range(m):
-                        g = 0.0
-                        for i in range(B):
-                            g += chi[i, o] * P[i, j]
-                        Vb[o, j] -= lr_v * g
-        # ---- 2. forward sums for the next batch and the eval inputs ----------
-        _forward_sums(Ub, Vb, wb, uniform, code, Xn, h, ph, acc, 0)
-        col = Bn * do
-        _forward_sums(Ub, Vb, wb, uniform, code, Xe, h, ph, acc, col)
-        col += E * do
+        D = np.empty(m)
+        if Xb.shape[0] > 0:
+            _update_block(Ub, Vb, code, Xb, chi, lr_u, lr_v, h, D)
+        _forward_sums(Ub, Vb, wb, uniform, code, Xn, h, ph, D, acc, 0)
+        _forward_sums(Ub, Vb, wb, uniform, code, Xe, h, ph, D, acc, Bn * do)
         if stats and E > 0:
-            U0b = U0[:, a0:a0 + m]
-            XE = np.empty((E, m))
-            h0 = np.empty(m)
-            for e in range(E):
-                h[:] = 0.0
-                h0[:] = 0.0
-                for k in range(d):
-                    xk = Xe[e, k]
-                    for j in range(m):
-                        h[j] += Ub[k, j] * xk
-                        h0[j] += U0b[k, j] * xk
-                s_h = s_dh = s_x = s_dx = 0.0
-                for j in range(m):
-                    wj = wb[0] if uniform else wb[j]
-                    p, _ = phi_dphi(code, h[j])
-                    p0, _ = phi_dphi(code, h0[j])
-                    XE[e, j] = p
-                    s_h += wj * h[j] * h[j]
-                    s_dh += wj * (h[j] - h0[j]) * (h[j] - h0[j])
-                    s_x += wj * p * p
-                    s_dx += wj * (p - p0) * (p - p0)
-                acc[col + e] += s_h
-                acc[col + E + e] += s_dh
-                acc[col + 2 * E + e] += s_x
-                acc[col + 3 * E + e] += s_dx
-            base = col + 4 * E
-            for e in range(E):
-                for f in range(e, E):
-                    s = 0.0
-                    for j in range(m):
-                        s += (wb[0] if uniform else wb[j]) * XE[e, j] * XE[f, j]
-                    acc[base + e * E + f] += s
-                    if f != e:
-                        acc[base + f * E + e] += s
+            _stats_block(Ub, U0[:, a0:a0 + m], wb, uniform, code, Xe, h, D, acc, (Bn + E) * do)

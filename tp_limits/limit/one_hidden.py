@@ -81,7 +81,7 @@ def run_particles(prob: Problem, U, V, w, eval_steps: set, stats: bool, kernel: 
     d, N = U.shape
     nb = (N + BLOCK - 1) // BLOCK
     Wb = _block_weights(w, N, nb)
-    U0 = U.copy() if stats else U[:, :1]
+    U0 = U.copy() if stats else np.zeros((d, 1), U.dtype)   # unread without stats
     code = PHI_CODES[prob.phi]
     empty_x, empty_chi = np.zeros((0, d)), np.zeros((0, do))
     res = {"f_eval": np.full((T + 1, E, do), np.nan), "se": np.full((T + 1, E, do), np.nan),
