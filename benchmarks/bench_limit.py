@@ -1,0 +1,112 @@
+"""Throughput of the one-hidden-layer limit kernel, with its two yardsticks.
+
+    python benchmarks/bench_limit.py [--Ns 1e5,1e6,1e7] [--ds 1,4,16] [--Bs 1,16] [--E 4]
+
+All in one run on this machine (tanh, d_out = 1, evaluation on E inputs every
+step, float64):
+
+* numba   : particle-steps per second of the fused kernel (one sweep/step);
+* numpy   : the same step by the plain vectorized NumPy twin (reference.py);
+* bw bound: a STREAM-style in-place read-modify-write (Numba prange, the
+            particle-update access pattern) gives bytes/s; one step must read
+            and write (d + d_out) float64 per particle, so the bound is
+            bandwidth / (16 (d + d_out)) particle-steps per second;
+* phi floor: the time of the (B + B + E) nonlinearity evaluations a particle
+            needs per step, measured with the same vectorized tanh — the
+            compute floor of the kernel.
+"""
+import argparse
+import time
+
+import numpy as np
+from numba import njit, prange
+
+from tp_limits.limit._fastmath import fast_tanh
+from tp_limits.limit._numba import PHI_CODES, n_columns, sweep
+from tp_limits.limit.reference import sweep_numpy
+
+BLOCK = 2048
+
+
+@njit(parallel=True, fastmath=True, error_model="numpy", cache=True)
+def _rmw(a, s, t):
+    for i in prange(a.shape[0]):
+        a[i] = a[i] * s + t
+
+
+@njit(parallel=True, fastmath=True, error_model="numpy", cache=True)
+def _tanh_sum(x, reps):
+    tot = 0.0
+    for r in range(reps):
+        for i in prange(x.shape[0]):
+            tot += fast_tanh(x[i] + r * 1e-9)
+    return tot
+
+
+def timed(fn, min_time=0.5, min_reps=2):
+    fn()
+    reps, t0 = 0, time.perf_counter()
+    while reps < min_reps or time.perf_counter() - t0 < min_time:
+        fn()
+        reps += 1
+    return (time.perf_counter() - t0) / reps
+
+
+def bandwidth(nbytes: int) -> float:
+    a = np.ones(nbytes // 8)
+    return 2 * a.nbytes / timed(lambda: _rmw(a, 1.0000001, 1e-9))
+
+
+def phi_ns() -> float:
+    x = np.random.default_rng(0).standard_normal(4_000_000)
+    return timed(lambda: _tanh_sum(x, 4)) / (4 * x.size) * 1e9
+
+
+def run(N, d, B, E, numpy_too):
+    rng = np.random.default_rng(0)
+    U = rng.standard_normal((d, N)) / np.sqrt(d)
+    V = rng.standard_normal((1, N))
+    w = np.full(1, 1.0 / N)
+    Xb, Xn, Xe = (rng.standard_normal((k, d)) for k in (B, B, E))
+    chi = 1e-6 * rng.standard_normal((B, 1))
+    nb = (N + BLOCK - 1) // BLOCK
+    out = np.zeros((nb, n_columns(B, E, 1, False)))
+
+    def numba_step():
+        out[:] = 0.0
+        sweep(U, V, w, U, PHI_CODES["tanh"], Xb, chi, 0.1, 0.1, Xn, Xe, False, BLOCK, out)
+
+    t_nb = timed(numba_step)
+    t_np = (timed(lambda: sweep_numpy(U, V, w, U, "tanh", Xb, chi, 0.1, 0.1, Xn, Xe, False,
+                                      BLOCK), min_reps=1, min_time=0.2)
+            if numpy_too else float("nan"))
+    return N / t_nb, N / t_np
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--Ns", default="1e5,1e6,1e7")
+    ap.add_argument("--ds", default="1,4,16")
+    ap.add_argument("--Bs", default="1,16")
+    ap.add_argument("--E", type=int, default=4)
+    ap.add_argument("--numpy-max", type=float, default=1e7, help="skip NumPy above this N")
+    args = ap.parse_args()
+    bw = bandwidth(800_000_000)
+    ns = phi_ns()
+    print(f"in-place read-modify-write bandwidth: {bw / 1e9:.1f} GB/s; vectorized tanh: "
+          f"{ns:.2f} ns per evaluation (2 threads)")
+    print(f"{'N':>9} {'d':>3} {'B':>3} {'numba Mp/s':>11} {'numpy Mp/s':>11} {'speed-up':>8} "
+          f"{'bw bound':>9} {'of bw':>6} {'phi floor':>10} {'of floor':>8}")
+    for N in (int(float(x)) for x in args.Ns.split(",")):
+        for d in map(int, args.ds.split(",")):
+            for B in map(int, args.Bs.split(",")):
+                nb, npy = run(N, d, B, args.E, N <= args.numpy_max)
+                bound = bw / (16 * (d + 1))
+                floor = 1e9 / ((2 * B + args.E) * ns)
+                print(f"{N:>9} {d:>3} {B:>3} {nb / 1e6:>11.1f} {npy / 1e6:>11.2f} "
+                      f"{nb / npy:>8.1f} {bound / 1e6:>9.0f} {nb / bound:>6.1%} "
+                      f"{floor / 1e6:>10.0f} {nb / floor:>8.1%}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
