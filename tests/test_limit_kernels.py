@@ -33,11 +33,13 @@ def _random_state(rng, d, do, N):
 
 
 @pytest.mark.parametrize("phi", sorted(PHI_CODES))
-@pytest.mark.parametrize("B, Bn, E, stats, weighted", [(2, 2, 3, True, False), (0, 1, 2, False, True),
-                                                       (3, 0, 1, True, True), (1, 1, 0, False, False)])
-def test_sweep_matches_numpy_twin(phi, B, Bn, E, stats, weighted):
-    rng = np.random.default_rng(hash((phi, B, Bn, E)) % 2**32)
-    d, do, N, block = 3, 2, 5003, 512
+@pytest.mark.parametrize("d, B, Bn, E, stats, weighted", [
+    (3, 2, 2, 3, True, False), (1, 0, 1, 2, False, True), (3, 3, 0, 1, True, True),
+    (2, 1, 1, 0, False, False), (6, 2, 1, 2, True, False), (5, 1, 2, 1, False, True)])
+def test_sweep_matches_numpy_twin(phi, d, B, Bn, E, stats, weighted):
+    """d >= 4 exercises the BLAS path, d < 4 the loop path."""
+    rng = np.random.default_rng(abs(hash((phi, d, B, Bn, E))) % 2**32)
+    do, N, block = 2, 5003, 512
     U, V, U0 = _random_state(rng, d, do, N)
     w = rng.uniform(0, 2 / N, N) if weighted else np.full(1, 1 / N)
     Xb, chi = rng.standard_normal((B, d)), rng.standard_normal((B, do))
