@@ -224,3 +224,16 @@ def test_keyboard_interrupt_returns_partial(monkeypatch):
     tr = tp.simulate_limit(tp.MLP(tp.mup(1), 2, 1), d1(), particles=1_000)
     assert tr.meta["interrupted"] and tr.meta["completed_steps"] == 1
     assert tr.f_eval.shape[0] == 2 and tr.loss.shape == (1,)
+
+
+def test_float32_storage_on_the_blas_path():
+    """d >= 4 computes pre-activations with gemm; float32 particles are cast per block."""
+    rng = np.random.default_rng(5)
+    r = tp.Routine(rng.standard_normal((4, 6)), rng.standard_normal((4, 1)), lr=0.3,
+                   batch_size=2, eval_inputs=rng.standard_normal((2, 6)))
+    net = tp.MLP(tp.mup(1), 6, 1, phi="tanh")
+    a = tp.simulate_limit(net, r, particles=20_000, seed=1)
+    b = tp.simulate_limit(net, r, particles=20_000, seed=1, dtype=np.float32)
+    c = tp.simulate_limit(net, r, particles=20_000, seed=1, kernel="numpy")
+    assert np.max(np.abs(a.f_eval - b.f_eval)) < 1e-5
+    assert np.allclose(a.f_eval, c.f_eval, rtol=1e-10, atol=1e-13)

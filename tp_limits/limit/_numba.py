@@ -123,7 +123,9 @@ def _preacts(Ub, X, use_blas):
     d, m = Ub.shape
     n = X.shape[0]
     if use_blas and n > 0:
-        return np.dot(X, np.ascontiguousarray(Ub))
+        Uc = np.empty((d, m))            # contiguous float64 copy (storage may be float32)
+        Uc[:] = Ub
+        return np.dot(X, Uc)
     H = np.empty((n, m))
     for i in range(n):
         Hi = H[i]
