@@ -34,8 +34,13 @@ def _finite_positive(value, name: str) -> float:
 
 
 def _finite_nonzero(value, name: str) -> float:
-    x = _finite_positive(abs(float(value)) if isinstance(value, numbers.Real) else value, name)
-    return math.copysign(x, float(value))
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise SpecError(f"{name} = {value!r} must be a number") from None
+    if not math.isfinite(x) or x == 0:
+        raise SpecError(f"{name} = {value!r} must be a finite nonzero number")
+    return x
 
 
 def _per_layer(values, name: str, L1: int) -> tuple:

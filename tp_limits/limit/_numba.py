@@ -162,27 +162,31 @@ def _update_block(Ub, Vb, code, Xb, chi, lr_u, lr_v, D, use_blas):
             Gi[j] = sv[j] * D[j]
     if lr_u != 0.0:
         if use_blas:
-            dU = np.dot(np.ascontiguousarray(Xb.T), G)
-            for k in range(d):
-                Uk, dUk = Ub[k], dU[k]
-                for j in range(m):
-                    Uk[j] -= lr_u * dUk[j]
+            _sub_scaled(Ub, lr_u, np.dot(np.ascontiguousarray(Xb.T), G))
         else:
-            for k in range(d):
-                Uk = Ub[k]
-                for i in range(B):
-                    c = lr_u * Xb[i, k]
-                    Gi = G[i]
-                    for j in range(m):
-                        Uk[j] -= c * Gi[j]
+            _sub_outer(Ub, lr_u, Xb, G)
     if lr_v != 0.0:
-        for o in range(do):
-            Vo = Vb[o]
-            for i in range(B):
-                c = lr_v * chi[i, o]
-                Pi = P[i]
-                for j in range(m):
-                    Vo[j] -= c * Pi[j]
+        _sub_outer(Vb, lr_v, chi, P)
+
+
+@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
+def _sub_outer(A, lr, C, M):
+    """A -= lr Cᵀ M for A (rows, m), C (B, rows), M (B, m); innermost loop over particles."""
+    for k in range(A.shape[0]):
+        Ak = A[k]
+        for i in range(C.shape[0]):
+            c = lr * C[i, k]
+            Mi = M[i]
+            for j in range(Ak.shape[0]):
+                Ak[j] -= c * Mi[j]
+
+
+@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
+def _sub_scaled(A, lr, dA):
+    for k in range(A.shape[0]):
+        Ak, dAk = A[k], dA[k]
+        for j in range(Ak.shape[0]):
+            Ak[j] -= lr * dAk[j]
 
 
 @njit(fastmath=True, error_model="numpy", cache=True)
