@@ -16,14 +16,15 @@ from .analysis.phase_diagram import phase_diagram
 from .errors import (BackendUnavailableError, DivergenceError, InvalidParametrizationError,
                      MemoryBudgetError, SpecError, SymbolicParametrizationError, TPError,
                      UnstableParametrizationError, UnsupportedError)
-from .finite import train_finite
-from .limit import simulate_limit
+from .finite import empirical_ntk, initial_outputs, train_finite
+from .limit import kernel_points, nngp, ntk, simulate_limit
 from .spec import MLP, Routine
 from .trajectory import Trajectory
 
 __all__ = [
     "ABC", "Classification", "mfp", "mup", "ntp", "sp", "table", "phase_diagram", "spectral",
-    "MLP", "Routine", "train_finite", "simulate_limit", "Trajectory", "coord_check", "convergence",
+    "MLP", "Routine", "train_finite", "simulate_limit", "nngp", "ntk", "empirical_ntk",
+    "initial_outputs", "kernel_points", "Trajectory", "coord_check", "convergence",
     "TPError", "InvalidParametrizationError", "SymbolicParametrizationError",
     "UnstableParametrizationError", "SpecError", "DivergenceError", "MemoryBudgetError",
     "BackendUnavailableError", "UnsupportedError", "__version__",

@@ -14,6 +14,11 @@ The exponent is the least-squares slope of log rms against log n; its 95 %
 interval comes from the spread of per-seed slopes (Student t).  The limit's
 own Monte Carlo error is reported beside it: widths where the finite error is
 not well above it cannot resolve the slope.
+
+When the limit is random through f_0 (kernel or trivial regime with p = 1/2,
+f_0 an NNGP sample), each network is compared with kernel gradient descent
+started from that network's own f_0 (``conditioned=True``, the default
+there): the residual is then O(n^{-1/2}) per network (docs/theory.md §5.2).
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ import numpy as np
 
 from ..abc.table import Table
 from ..errors import SpecError
+from ..finite.ntk import initial_outputs
 from ..finite.train import train_finite
 from ..limit.dispatch import simulate_limit
 from ..trajectory import Trajectory
@@ -32,6 +38,13 @@ from .sweep import run_tasks
 
 def _finite_f_eval(net, routine, width, seed, kwargs):
     return train_finite(net, routine, width, seed=seed, record=(), **kwargs).f_eval
+
+
+def _finite_and_conditioned_limit(net, routine, width, seed, kwargs):
+    """A finite network and kernel gradient descent started from its own f_0."""
+    f0 = initial_outputs(net, routine, width, seed=seed)
+    lim = simulate_limit(net, routine, f0=f0)
+    return _finite_f_eval(net, routine, width, seed, kwargs), lim.f_eval
 
 
 @dataclass(frozen=True)
@@ -50,7 +63,8 @@ class ConvergenceStudy:
     exponent: float
     exponent_ci: float
     limit_error: float          # RMS of the limit's f_eval_se over the compared entries
-    limit: Trajectory
+    limit: Trajectory | None    # None when each network had its own conditioned limit
+    conditioned: bool = False
 
     def table(self) -> Table:
         rows = [(str(n), f"{r:.3e}", f"{rs:.1e}", f"{b:.3e}", f"{bs:.1e}")
@@ -87,13 +101,16 @@ class ConvergenceStudy:
 
 def convergence(net, routine, widths, seeds: int = 8, particles: int = 1_000_000,
                 steps=None, limit: Trajectory | None = None, executor=None,
-                progress: bool = False, limit_kwargs=None, **train_kwargs) -> ConvergenceStudy:
+                progress: bool = False, limit_kwargs=None, conditioned: bool | None = None,
+                **train_kwargs) -> ConvergenceStudy:
     """Train finite networks at ``widths`` x ``seeds`` and measure their distance to the limit.
 
     ``limit`` may be a precomputed limit Trajectory; otherwise
     ``simulate_limit(net, routine, particles=particles, **limit_kwargs)`` is
     run.  ``steps`` are the steps t compared (default 1..T).  ``executor``:
     None (process pool), 'serial', or a concurrent.futures.Executor.
+    ``conditioned``: compare each network with the limit started from its own
+    f_0 (default: exactly when the limit's f_0 is random).
     """
     widths = tuple(sorted(int(w) for w in widths))
     if len(widths) < 2 or len(set(widths)) != len(widths):
@@ -105,21 +122,36 @@ def convergence(net, routine, widths, seeds: int = 8, particles: int = 1_000_000
     steps = tuple(range(1, T + 1)) if steps is None else tuple(int(s) for s in steps)
     if any(not 0 <= s <= T for s in steps):
         raise SpecError(f"steps must lie in 0..{T}")
-    if limit is None:
-        kwargs = {"particles": particles, "progress": progress, "record": ()}
-        kwargs.update(limit_kwargs or {})
-        limit = simulate_limit(net, routine, **kwargs)
-    if limit.steps < T:
-        raise SpecError(f"the limit trajectory has {limit.steps} steps, the routine {T}")
-    ref = limit.f_eval[list(steps)]
-    if not np.all(np.isfinite(ref)):
-        raise SpecError("the limit was not evaluated at every compared step "
-                        "(simulate it with eval_every=1)")
+    k = net.param.classify()
+    if conditioned is None:
+        conditioned = k.regime in ("kernel", "trivial") and k.f0_law == "gp"
+    if conditioned and k.regime not in ("kernel", "trivial"):
+        raise SpecError("conditioned=True applies to kernel-regime and trivial limits only")
     tasks = [(net, routine, w, s, train_kwargs) for w in widths for s in seeds]
-    outs = run_tasks(_finite_f_eval, tasks, executor=executor, progress=progress,
-                     desc="finite networks")
-    F = np.array([o[list(steps)] for o in outs]).reshape(len(widths), len(seeds), *ref.shape)
-    dev = F - ref[None, None]
+    shape = (len(widths), len(seeds), len(steps), len(routine.eval_inputs), net.d_out)
+    if conditioned:
+        outs = run_tasks(_finite_and_conditioned_limit, tasks, executor=executor,
+                         progress=progress, desc="finite networks + conditioned limits")
+        F = np.array([o[0][list(steps)] for o in outs]).reshape(shape)
+        ref = np.array([o[1][list(steps)] for o in outs]).reshape(shape)
+        limit_error = 0.0
+    else:
+        if limit is None:
+            kwargs = {"particles": particles, "progress": progress, "record": ()}
+            kwargs.update(limit_kwargs or {})
+            limit = simulate_limit(net, routine, **kwargs)
+        if limit.steps < T:
+            raise SpecError(f"the limit trajectory has {limit.steps} steps, the routine {T}")
+        if not np.all(np.isfinite(limit.f_eval[list(steps)])):
+            raise SpecError("the limit was not evaluated at every compared step "
+                            "(simulate it with eval_every=1)")
+        outs = run_tasks(_finite_f_eval, tasks, executor=executor, progress=progress,
+                         desc="finite networks")
+        F = np.array([o[list(steps)] for o in outs]).reshape(shape)
+        ref = np.broadcast_to(limit.f_eval[list(steps)], shape)
+        se = limit.f_eval_se
+        limit_error = float(np.sqrt(np.mean(se[list(steps)] ** 2))) if se is not None else 0.0
+    dev = F - ref
     axes = tuple(range(2, dev.ndim))
     e = np.sqrt(np.mean(dev ** 2, axis=axes))                           # (W, S)
     S = len(seeds)
@@ -134,7 +166,5 @@ def convergence(net, routine, widths, seeds: int = 8, particles: int = 1_000_000
     from scipy.stats import t as student
     per_seed = [np.polyfit(logn, np.log(e[:, s]), 1)[0] for s in range(S)]
     ci = float(student.ppf(0.975, S - 1) * np.std(per_seed, ddof=1) / math.sqrt(S))
-    se = limit.f_eval_se
-    limit_error = float(np.sqrt(np.mean(se[list(steps)] ** 2))) if se is not None else 0.0
     return ConvergenceStudy(net.param.label, widths, seeds, steps, rms, rms_se, bias, bias_se,
-                            e, exponent, ci, limit_error, limit)
+                            e, exponent, ci, limit_error, limit, conditioned)

@@ -3,10 +3,13 @@
 Dispatch follows the exact classification (DESIGN §2):
 
 * unstable  -> UnstableParametrizationError listing the violated conditions;
+* trivial   -> f̊_t = f̊_0 (any L);
+* kernel regime -> kernel gradient descent with the parametrization's kernel
+  (any L; kernel_gd.py), f̊_0 from the NNGP, zero, or given;
 * feature learning with L = 1 -> the particle system of docs/theory.md §2
   with the switches of §5.1 (exact closed form for φ = id);
-* everything else (kernel regime, trivial, L >= 2, Adam) -> UnsupportedError
-  saying what is supported, before any work starts.
+* feature learning with L >= 2, and Adam -> UnsupportedError saying what is
+  supported, before any work starts.
 """
 from __future__ import annotations
 
@@ -19,12 +22,13 @@ from .._version import __version__
 from ..errors import SpecError, UnstableParametrizationError, UnsupportedError
 from ..spec import MLP, Routine, check_compatible
 from ..trajectory import Trajectory
+from .kernel_gd import simulate_kernel
 from .one_hidden import simulate_one_hidden, stats_from
 
 METHODS = ("exact", "monte_carlo", "quadrature")
-SUPPORTED = ("supported now: feature-learning parametrizations with one hidden layer "
-             "(muP, MFP and their symmetry orbit, incl. frozen input layer, zero or fixed "
-             "readout), trained by SGD")
+SUPPORTED = ("supported now, for SGD: kernel-regime and trivial parametrizations at any "
+             "depth, and feature-learning parametrizations with one hidden layer (muP, MFP "
+             "and their symmetry orbit, with zero or fixed readout)")
 
 
 def _check(net, routine, particles, replicates, method, eval_every, dtype, record):
@@ -57,20 +61,16 @@ def _check(net, routine, particles, replicates, method, eval_every, dtype, recor
     if param.optimizer != "sgd":
         raise UnsupportedError(f"the limit of {param.optimizer} training is not implemented; "
                                + SUPPORTED)
-    if k.regime != "feature_learning":
-        raise UnsupportedError(
-            f"{param.label} is in the {k.regime} regime; its limit (kernel gradient descent or "
-            f"a constant) is not implemented yet; " + SUPPORTED)
-    if param.L != 1:
-        raise UnsupportedError(f"{param.label} has L = {param.L} hidden layers; the deep limit "
-                               "is not implemented yet; " + SUPPORTED)
+    if k.regime == "feature_learning" and param.L != 1:
+        raise UnsupportedError(f"{param.label} has L = {param.L} hidden layers; the deep "
+                               "feature-learning limit is not implemented yet; " + SUPPORTED)
     return k
 
 
 def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: int = 0,
                    replicates: int = 1, method: str | None = None, eval_every: int = 1,
                    progress: bool = False, dtype=np.float64, record=("stats",),
-                   kernel: str = "numba") -> Trajectory:
+                   kernel: str = "numba", f0="sample", samples: int = 64) -> Trajectory:
     """Simulate the infinite-width training dynamics; returns a :class:`Trajectory`.
 
     Parameters
@@ -86,45 +86,65 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
     record : ('stats',) to record per-layer statistics (keeps the initial
         particles), or () to save memory.
     kernel : 'numba' (the fused kernel) or 'numpy' (its plain twin).
+    f0, samples : kernel and trivial regimes only: the initial function —
+        'sample' (``samples`` NNGP draws when p = 1/2; mean ± standard error
+        reported, draws in ``stats["f_eval_samples"]``), 'zero', or an array
+        on ``kernel_points(routine)`` such as a finite network's own f_0
+        (:func:`tp_limits.initial_outputs`).
 
     Ctrl-C returns the completed steps with ``meta["completed_steps"]``.
     """
     record = tuple(record)
     k = _check(net, routine, particles, replicates, method, eval_every, dtype, record)
-    method = method or ("exact" if net.phi == "id" else "monte_carlo")
+    if isinstance(samples, bool) or not isinstance(samples, numbers.Integral) or samples < 1:
+        raise SpecError(f"samples = {samples!r} must be an int >= 1")
     started = time.perf_counter()
     T = routine.steps
+    kernel_regime = k.regime in ("kernel", "trivial")
+    if kernel_regime:
+        method = "kernel_gd"
+    else:
+        method = method or ("exact" if net.phi == "id" else "monte_carlo")
     bar = None
     if progress:
         from tqdm.auto import tqdm
         bar = tqdm(total=T * (replicates if method == "monte_carlo" else 1),
                    desc=f"limit ({method})", unit="step")
+    on_step = (lambda t: bar.update(1)) if bar is not None else (lambda t: None)
     try:
-        res, extra = simulate_one_hidden(net, routine, k.limit_switches, particles, seed,
-                                         replicates, method, eval_every, "stats" in record,
-                                         kernel, dtype, bar)
+        if kernel_regime:
+            res, extra = simulate_kernel(net, routine, k, f0, samples, seed, on_step)
+        else:
+            res, extra = simulate_one_hidden(net, routine, k.limit_switches, particles, seed,
+                                             replicates, method, eval_every, "stats" in record,
+                                             kernel, dtype, on_step)
     finally:
         if bar is not None:
             bar.close()
     done = res["completed"]
-    eval_steps = sorted(s for s in set(range(0, T + 1, eval_every)) | {T} if s <= done)
+    every = 1 if kernel_regime else eval_every
+    eval_steps = sorted(s for s in set(range(0, T + 1, every)) | {T} if s <= done)
     meta = {
-        "engine": "limit/one_hidden", "method": method, "kernel": kernel if method != "exact"
-        else None, "seed": int(seed), "replicates": int(replicates), "dtype": np.dtype(dtype).name,
+        "engine": "limit/one_hidden", "method": method,
+        "kernel": kernel if method in ("monte_carlo", "quadrature") else None, "seed": int(seed), "replicates": int(replicates), "dtype": np.dtype(dtype).name,
         "parametrization": repr(net.param), "phi": net.phi, "L": net.L, "d_in": net.d_in,
         "d_out": net.d_out, "sigma": list(net.sigma), "lr_mult": list(net.lr_mult),
         "readout_multiplier": net.readout_multiplier, "output_scale": net.output_scale,
         "lr": routine.lr, "loss": routine.loss, "batch_size": routine.batch_size,
-        "switches": {"train_layers": list(k.limit_switches.train_layers),
-                     "readout_init": k.limit_switches.readout_init,
-                     "readout_update": k.limit_switches.readout_update},
+        "regime": k.regime,
+        "switches": None if k.limit_switches is None else {
+            "train_layers": list(k.limit_switches.train_layers),
+            "readout_init": k.limit_switches.readout_init,
+            "readout_update": k.limit_switches.readout_update},
         "steps": T, "completed_steps": done, "eval_steps": eval_steps,
         "interrupted": bool(res["interrupted"]), "diverged": res["diverged"],
         "wall_time_s": time.perf_counter() - started,
         "versions": {"tp_limits": __version__, "numpy": np.__version__},
     }
     meta.update(extra)
-    stats = stats_from(res, done + 1) if "stats" in record else {}
+    stats = stats_from(res, done + 1) if ("stats" in record and not kernel_regime) else {}
+    if res.get("samples") is not None:
+        stats["f_eval_samples"] = res["samples"][:, : done + 1]
     return Trajectory(f_eval=res["f_eval"][: done + 1], f_train=res["f_train"][:done],
                       loss=res["loss"][:done], stats=stats, meta=meta,
                       f_eval_se=res["se"][: done + 1])

@@ -162,12 +162,11 @@ def stats_from(res, upto: int) -> dict:
 
 
 def simulate_one_hidden(net, routine, switches, particles, seed, replicates, method,
-                        eval_every, stats, kernel, dtype, bar):
+                        eval_every, stats, kernel, dtype, on_step):
     """Run the chosen method; return (result dict, meta additions)."""
     prob = Problem(net, routine, switches)
     T = prob.T
     eval_steps = set(range(0, T + 1, eval_every)) | {T}
-    on_step = (lambda t: bar.update(1)) if bar is not None else (lambda t: None)
     if method == "exact":
         return run_exact_linear(prob, on_step), {"se_method": "exact (closed form)"}
     if kernel not in ("numba", "numpy"):

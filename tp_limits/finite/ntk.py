@@ -1,0 +1,73 @@
+"""Finite-network counterparts of the kernel-regime limit (docs/theory.md §5.2).
+
+* :func:`initial_outputs`: f_0 of the width-n network ``train_finite`` would
+  train with the same seed, on the kernel points of a routine — to start
+  kernel gradient descent exactly where that network starts.
+* :func:`empirical_ntk`: the network's tangent kernel in its own
+  parametrization's scaling, so that one SGD step changes f by
+  -η K χ + O(η²):
+
+      K(ξ, ξ') = Σ_l (lr_W_l / η) ⟨∂f(ξ)/∂W^l, ∂f(ξ')/∂W^l⟩,
+      lr_W_l / η = lr_mult_l n^{-(2a_l + c_l)}.
+
+  Each gradient is an outer product g_h^l(ξ) x^{l-1}(ξ)ᵀ, so the inner
+  product factorizes: (g_h^l(ξ) · g_h^l(ξ')) (x^{l-1}(ξ) · x^{l-1}(ξ')).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..backend import get_backend
+from ..spec import MLP
+from .network import FiniteNetwork
+
+
+def _network(net: MLP, width: int, seed: int, backend: str) -> FiniteNetwork:
+    return FiniteNetwork(net, width, 1.0, seed, get_backend(backend), np.float64)
+
+
+def initial_outputs(net: MLP, routine, width: int, seed: int = 0, backend: str = "numpy"):
+    """f_0 (|Z|, d_out) of the seed's width-n network on ``kernel_points(routine)``."""
+    from ..limit.kernel_gd import kernel_points
+    nw = _network(net, width, seed, backend)
+    Z = nw.b.asarray(kernel_points(routine), np.float64)
+    return nw.b.to_numpy(nw.forward(Z, step=0)[2])
+
+
+def empirical_ntk(net: MLP, X1, X2=None, width: int = 1024, seed: int = 0,
+                  components: bool = False, backend: str = "numpy"):
+    """Tangent kernel of the seed's width-n network at initialization.
+
+    Returns (n1, n2) for d_out = 1, else (n1, d_out, n2, d_out); with
+    ``components=True`` a dict layer -> that array (layers 1..L+1).
+    """
+    nw = _network(net, width, seed, backend)
+    b, xp = nw.b, nw.b.xp
+    X1 = np.asarray(X1, float)
+    X2 = X1 if X2 is None else np.asarray(X2, float)
+    X = b.asarray(np.vstack([X1, X2]), np.float64)
+    hs, xs, _ = nw.forward(X, step=0)
+    L, do, n1 = net.L, net.d_out, len(X1)
+    a, _, c = net.param._fractions
+    scale = [m * width ** -float(2 * ai + ci) for m, ai, ci in zip(net.lr_mult, a, c)]
+    gram = lambda A: A[:n1] @ A[n1:].T  # noqa: E731   (n1, n2) inner products
+    comps = {}
+    eye = xp.eye(do)
+    # readout: ∂f_o/∂W^{L+1} = α e_o x^Lᵀ
+    comps[L + 1] = scale[L] * nw.alpha ** 2 * xp.einsum("ij,ab->iajb", gram(xs[L]), eye)
+    # hidden layers: backpropagate each output separately
+    G = [[None] * do for _ in range(L)]
+    for o in range(do):
+        g_x = nw.alpha * xp.broadcast_to(nw.W[L][o], xs[L].shape)
+        for l in range(L - 1, -1, -1):
+            g_h = g_x * nw.phi.dphi(hs[l], b)
+            G[l][o] = g_h
+            if l > 0:
+                g_x = b.matmul(g_h, nw.W[l])
+    for l in range(L):
+        xg = gram(xs[l])
+        comps[l + 1] = scale[l] * xp.stack(
+            [xp.stack([(G[l][o][:n1] @ G[l][p][n1:].T) * xg for p in range(do)], axis=-1)
+             for o in range(do)], axis=1)
+    out = {l: b.to_numpy(v) if do > 1 else b.to_numpy(v)[:, 0, :, 0] for l, v in comps.items()}
+    return out if components else sum(out.values())
