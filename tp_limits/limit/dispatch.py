@@ -8,8 +8,10 @@ Dispatch follows the exact classification (DESIGN §2):
   (any L; kernel_gd.py), f̊_0 from the NNGP, zero, or given;
 * feature learning with L = 1 -> the particle system of docs/theory.md §2
   with the switches of §5.1 (exact closed form for φ = id);
-* feature learning with L >= 2, and Adam -> UnsupportedError saying what is
-  supported, before any work starts.
+* feature learning with L >= 2 and φ = id -> the exact linear engine of §4.5
+  (true or decoupled backprop);
+* deep nonlinear feature learning, and Adam -> UnsupportedError saying what
+  is supported, before any work starts.
 """
 from __future__ import annotations
 
@@ -22,16 +24,18 @@ from .._version import __version__
 from ..errors import SpecError, UnstableParametrizationError, UnsupportedError
 from ..spec import MLP, Routine, check_compatible
 from ..trajectory import Trajectory
+from .deep_linear import deep_linear
 from .kernel_gd import simulate_kernel
 from .one_hidden import simulate_one_hidden, stats_from
 
 METHODS = ("exact", "monte_carlo", "quadrature")
 SUPPORTED = ("supported now, for SGD: kernel-regime and trivial parametrizations at any "
-             "depth, and feature-learning parametrizations with one hidden layer (muP, MFP "
-             "and their symmetry orbit, with zero or fixed readout)")
+             "depth; feature-learning parametrizations with one hidden layer (muP, MFP and "
+             "their symmetry orbit, with zero or fixed readout); deep feature learning with "
+             "phi='id' (exact)")
 
 
-def _check(net, routine, particles, replicates, method, eval_every, dtype, record):
+def _check(net, routine, particles, replicates, method, eval_every, dtype, record, backprop):
     if not isinstance(net, MLP):
         raise SpecError(f"net must be a tp.MLP, got {type(net).__name__}")
     if not isinstance(routine, Routine):
@@ -61,16 +65,23 @@ def _check(net, routine, particles, replicates, method, eval_every, dtype, recor
     if param.optimizer != "sgd":
         raise UnsupportedError(f"the limit of {param.optimizer} training is not implemented; "
                                + SUPPORTED)
-    if k.regime == "feature_learning" and param.L != 1:
+    if backprop not in ("exact", "decoupled"):
+        raise SpecError(f"backprop = {backprop!r}; use 'exact' or 'decoupled'")
+    deep_fl = k.regime == "feature_learning" and param.L >= 2
+    if backprop == "decoupled" and not deep_fl:
+        raise SpecError("backprop='decoupled' applies to deep (L >= 2) feature-learning limits")
+    if deep_fl and (net.phi != "id" or method not in (None, "exact")):
         raise UnsupportedError(f"{param.label} has L = {param.L} hidden layers; the deep "
-                               "feature-learning limit is not implemented yet; " + SUPPORTED)
+                               "feature-learning limit is implemented only exactly for "
+                               "phi='id' so far; " + SUPPORTED)
     return k
 
 
 def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: int = 0,
                    replicates: int = 1, method: str | None = None, eval_every: int = 1,
                    progress: bool = False, dtype=np.float64, record=("stats",),
-                   kernel: str = "numba", f0="sample", samples: int = 64) -> Trajectory:
+                   kernel: str = "numba", f0="sample", samples: int = 64,
+                   backprop: str = "exact") -> Trajectory:
     """Simulate the infinite-width training dynamics; returns a :class:`Trajectory`.
 
     Parameters
@@ -86,6 +97,7 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
     record : ('stats',) to record per-layer statistics (keeps the initial
         particles), or () to save memory.
     kernel : 'numba' (the fused kernel) or 'numpy' (its plain twin).
+    backprop : 'exact', or 'decoupled' (deep limits: TP4 §6, a negative control).
     f0, samples : kernel and trivial regimes only: the initial function —
         'sample' (``samples`` NNGP draws when p = 1/2; mean ± standard error
         reported, draws in ``stats["f_eval_samples"]``), 'zero', or an array
@@ -95,7 +107,7 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
     Ctrl-C returns the completed steps with ``meta["completed_steps"]``.
     """
     record = tuple(record)
-    k = _check(net, routine, particles, replicates, method, eval_every, dtype, record)
+    k = _check(net, routine, particles, replicates, method, eval_every, dtype, record, backprop)
     if isinstance(samples, bool) or not isinstance(samples, numbers.Integral) or samples < 1:
         raise SpecError(f"samples = {samples!r} must be an int >= 1")
     started = time.perf_counter()
@@ -114,6 +126,10 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
     try:
         if kernel_regime:
             res, extra = simulate_kernel(net, routine, k, f0, samples, seed, on_step)
+        elif net.L >= 2:
+            res = deep_linear(net, routine, k.limit_switches, backprop == "decoupled", on_step)
+            extra = {"engine": "limit/deep_linear", "primitives": res["primitives"],
+                     "se_method": "exact (linear combinations of Gaussian primitives)"}
         else:
             res, extra = simulate_one_hidden(net, routine, k.limit_switches, particles, seed,
                                              replicates, method, eval_every, "stats" in record,
@@ -131,7 +147,7 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
         "d_out": net.d_out, "sigma": list(net.sigma), "lr_mult": list(net.lr_mult),
         "readout_multiplier": net.readout_multiplier, "output_scale": net.output_scale,
         "lr": routine.lr, "loss": routine.loss, "batch_size": routine.batch_size,
-        "regime": k.regime,
+        "regime": k.regime, "backprop": backprop,
         "switches": None if k.limit_switches is None else {
             "train_layers": list(k.limit_switches.train_layers),
             "readout_init": k.limit_switches.readout_init,

@@ -153,8 +153,11 @@ def run_exact_linear(prob: Problem, on_step):
 
 
 def stats_from(res, upto: int) -> dict:
-    """Per-layer statistics with the finite engine's names (L = 1 column)."""
-    rt = lambda a: np.sqrt(np.mean(a, axis=1))[:upto, None]  # noqa: E731 rms over eval inputs
+    """Per-layer statistics with the finite engine's names.
+
+    Second moments come as (T+1, E) for one hidden layer or (T+1, L, E).
+    """
+    rt = lambda a: np.sqrt(np.mean(a if a.ndim == 3 else a[:, None, :], axis=2))[:upto]  # noqa
     fk = res["fk"][:upto]
     change = np.sqrt(np.mean((fk - fk[0]) ** 2, axis=(1, 2)))
     return {"h_rms": rt(res["h2"]), "x_rms": rt(res["x2"]), "dh_rms": rt(res["dh2"]),

@@ -1,0 +1,182 @@
+"""Exact infinite-width limit of a deep *linear* feature-learning MLP (docs/theory.md §4.5).
+
+For φ = id every Tensor-Program variable is a linear combination of
+"primitives": the d coordinates of z (Z^{U_0} = σ_1 z), the d_out of ω
+(Z^{nV_0} = e_ω σ_{L+1} ω), and one primitive per hat.  A variable is stored
+as its coefficient vector c over the primitives; with S the primitives'
+covariance (identity on z, ω; block-diagonal over hat families),
+
+    E[Z^a Z^b] = c_aᵀ S c_b,      ∂Z^a / ∂Ẑ_p = c_a[p]      (exactly).
+
+The equations of §4.2 then become linear algebra.  Forward at step t for
+an input ζ, layers l = 2..L:
+
+    Z^{h^l} = Ẑ^{W^l x}  +  σ_l² Σ_{g ∈ G^l} Z^{δh_g} c_x[p_g]           (Ż)
+                         -  η_l e_l Σ_{s<t,i} Z^{δh^l_{s,i}} E[Z^{x^{l-1}_{s,i}} Z^x]   (ΔW^l)
+
+with the new hat's covariance σ_l² E[Z^x Z^{x'}] with every earlier hat of
+the forward family F^l.  Backward for a training item, l = L..2:
+
+    Z^{δx^{l-1}} = Ẑ^{W^lᵀ δh}  +  σ_l² Σ_{e ∈ F^l (incl. step t)} Z^{x_e} c_δh[p_e]
+                                -  η_l e_l Σ_{s<t,j} Z^{x^{l-1}_{s,j}} E[Z^{δh^l_{s,j}} Z^{δh}],
+
+seed Z^{δx^L} = α χᵀ Z^{nV}; then Z^U -= η_1 e_1 Σ_i Z^{δh^1_i} ξ_iᵀ and
+Z^{nV} -= η_{L+1} e_V α Σ_i χ_i Z^{x^L_i}, simultaneously.  f̊ = α E[Z^{nV} Z^{x^L}].
+``decoupled=True`` drops both Ż sums (TP4 §6, docs/theory.md §3).
+
+Evaluation hats are kept as primitives too (they feed nothing else), so the
+statistics of h^l_t(ζ) - h^l_0(ζ) use the exact joint law.  No Monte Carlo
+and no matrix inversion: degenerate families (repeated inputs) are harmless.
+Cost grows with the number of primitives P = d + d_out + (L-1)(2BT + E(T+1)).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+class _Primitives:
+    """Coefficient space and covariance S of the primitives."""
+
+    def __init__(self, base: int, capacity: int):
+        self.S = np.zeros((capacity, capacity))
+        self.S[:base, :base] = np.eye(base)
+        self.count = base
+        self.capacity = capacity
+
+    def zeros(self):
+        return np.zeros(self.capacity)
+
+    def cov(self, a, b) -> float:
+        n = self.count
+        return float(a[:n] @ self.S[:n, :n] @ b[:n])
+
+    def new_hat(self, sigma2: float, c, family: list) -> int:
+        """Add the hat of a vector with coefficients ``c`` to ``family`` (list of (c, p))."""
+        p = self.count
+        Sc = self.S[:p, :p] @ c[:p]
+        for c_other, q in family:
+            self.S[p, q] = self.S[q, p] = sigma2 * float(c_other[:p] @ Sc)
+        self.S[p, p] = sigma2 * float(c[:p] @ Sc)
+        self.count += 1
+        return p
+
+
+def deep_linear(net, routine, switches, decoupled: bool = False, on_step=None):
+    """Run the exact deep linear limit; returns the same result dict as the particle engines."""
+    L, d, do = net.L, net.d_in, net.d_out
+    T, B = routine.steps, routine.batch_size
+    Xe = routine.eval_inputs
+    E = len(Xe)
+    Y = routine.targets(do)
+    from ..losses import get_loss
+    loss = get_loss(routine.loss)
+    sig = net.effective_sigma
+    alpha = net.output_multiplier
+    eta = [routine.lr * m for m in net.lr_mult]
+    e_l = [float(x) for x in switches.train_layers]
+    e_v = float(switches.readout_update)
+    cap = d + do + (L - 1) * (2 * B * T + E * (T + 1))
+    prim = _Primitives(d + do, cap)
+    cU = [prim.zeros() for _ in range(d)]
+    for k in range(d):
+        cU[k][k] = sig[0]
+    cV = [prim.zeros() for _ in range(do)]
+    if switches.readout_init:
+        for o in range(do):
+            cV[o][d + o] = sig[L]
+    F = {l: [] for l in range(2, L + 1)}        # forward hats: (c_x, p)
+    F_train = {l: [] for l in range(2, L + 1)}  # the training ones (backward Ż sums)
+    G = {l: [] for l in range(2, L + 1)}        # backward hats: (c_δh, p)
+    pairs = {l: [] for l in range(2, L + 1)}    # ΔW^l pieces: (c_δh^l, c_x^{l-1})
+
+    def forward(zeta, store: bool):
+        """Coefficient vectors of h^1..h^L for input ζ (x^l = h^l)."""
+        h = sum(zeta[k] * cU[k] for k in range(d))
+        hs = [h]
+        for l in range(2, L + 1):
+            x = hs[-1]
+            s2 = sig[l - 1] ** 2
+            p = prim.new_hat(s2, x, F[l])
+            new = prim.zeros()
+            new[p] = 1.0
+            if not decoupled:
+                for c_y, q in G[l]:
+                    new += s2 * x[q] * c_y
+            for c_dh, c_x in pairs[l]:
+                new -= eta[l - 1] * e_l[l - 1] * prim.cov(c_x, x) * c_dh
+            F[l].append((x, p))
+            if store:
+                F_train[l].append((x, p))
+            hs.append(new)
+        return hs
+
+    def output(cx):
+        return alpha * np.array([prim.cov(cV[o], cx) for o in range(do)])
+
+    f_eval = np.zeros((T + 1, E, do))
+    f_train = np.zeros((T, B, do))
+    losses = np.zeros(T)
+    h2 = np.zeros((T + 1, L, E))
+    dh2 = np.zeros((T + 1, L, E))
+    fk = np.zeros((T + 1, E, E))
+    h0 = [None] * E
+
+    def evaluate(t):
+        xs_L = []
+        for e in range(E):
+            hs = forward(Xe[e], store=False)
+            if t == 0:
+                h0[e] = hs
+            for l in range(L):
+                h2[t, l, e] = prim.cov(hs[l], hs[l])
+                dd = hs[l] - h0[e][l]
+                dh2[t, l, e] = prim.cov(dd, dd)
+            xs_L.append(hs[-1])
+            f_eval[t, e] = output(hs[-1])
+        for e in range(E):
+            for g in range(E):
+                fk[t, e, g] = prim.cov(xs_L[e], xs_L[g])
+
+    completed, interrupted = 0, False
+    try:
+        evaluate(0)
+        for t in range(T):
+            Xb, Yb = routine.X[t * B:(t + 1) * B], Y[t * B:(t + 1) * B]
+            fwd = [forward(Xb[i], store=True) for i in range(B)]
+            fb = np.array([output(hs[-1]) for hs in fwd])
+            f_train[t] = fb
+            losses[t] = float(np.mean(loss.value(fb, Yb, np)))
+            chi = loss.grad(fb, Yb, np) / B
+            dh1, new_pairs = [], {l: [] for l in range(2, L + 1)}
+            for i in range(B):
+                dh = alpha * sum(chi[i, o] * cV[o] for o in range(do))     # δh^L (φ′ = 1)
+                for l in range(L, 1, -1):
+                    s2 = sig[l - 1] ** 2
+                    p = prim.new_hat(s2, dh, G[l])
+                    dx = prim.zeros()
+                    dx[p] = 1.0
+                    if not decoupled:
+                        for c_x, q in F_train[l]:
+                            dx += s2 * dh[q] * c_x
+                    for c_dh, c_x in pairs[l]:
+                        dx -= eta[l - 1] * e_l[l - 1] * prim.cov(c_dh, dh) * c_x
+                    G[l].append((dh, p))
+                    new_pairs[l].append((dh, fwd[i][l - 2]))
+                    dh = dx
+                dh1.append(dh)
+            for k in range(d):
+                cU[k] = cU[k] - eta[0] * e_l[0] * sum(Xb[i, k] * dh1[i] for i in range(B))
+            for o in range(do):
+                cV[o] = cV[o] - eta[L] * e_v * alpha * sum(chi[i, o] * fwd[i][-1]
+                                                          for i in range(B))
+            for l in range(2, L + 1):
+                pairs[l].extend(new_pairs[l])
+            evaluate(t + 1)
+            completed = t + 1
+            if on_step is not None:
+                on_step(t)
+    except KeyboardInterrupt:
+        interrupted = True
+    return {"f_eval": f_eval, "se": np.zeros_like(f_eval), "f_train": f_train, "loss": losses,
+            "h2": h2, "dh2": dh2, "x2": h2, "dx2": dh2, "fk": fk, "completed": completed, "interrupted": interrupted,
+            "diverged": None, "primitives": prim.count}
