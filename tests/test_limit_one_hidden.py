@@ -187,8 +187,6 @@ def test_finite_networks_converge_at_rate_one_half(phi, limit_kwargs):
 
 # ---- bad input --------------------------------------------------------------------------
 @pytest.mark.parametrize("net, kwargs, error, match", [
-    (tp.MLP(tp.mup(2), 2, 1), {}, tp.UnsupportedError, "L = 2"),
-    (tp.MLP(tp.mup(3, form="a0"), 2, 1), {}, tp.UnsupportedError, "deep feature-learning"),
     (tp.MLP(tp.sp(1), 2, 1), {}, tp.UnstableParametrizationError, "q = 0 < 1"),
     (tp.MLP(tp.mup(1, optimizer="adam"), 2, 1), {}, tp.UnsupportedError, "adam"),
     (tp.MLP(tp.mup(1), 2, 1), dict(particles=1), tp.SpecError, "particles"),

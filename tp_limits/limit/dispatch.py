@@ -8,10 +8,10 @@ Dispatch follows the exact classification (DESIGN §2):
   (any L; kernel_gd.py), f̊_0 from the NNGP, zero, or given;
 * feature learning with L = 1 -> the particle system of docs/theory.md §2
   with the switches of §5.1 (exact closed form for φ = id);
-* feature learning with L >= 2 and φ = id -> the exact linear engine of §4.5
-  (true or decoupled backprop);
-* deep nonlinear feature learning, and Adam -> UnsupportedError saying what
-  is supported, before any work starts.
+* feature learning with L >= 2 -> the exact linear engine of §4.5 for φ = id,
+  else the Monte Carlo engine of §4 with the Stein Ż estimator (deep_mc.py);
+  true or decoupled backprop;
+* Adam -> UnsupportedError, before any work starts.
 """
 from __future__ import annotations
 
@@ -24,15 +24,18 @@ from .._version import __version__
 from ..errors import SpecError, UnstableParametrizationError, UnsupportedError
 from ..spec import MLP, Routine, check_compatible
 from ..trajectory import Trajectory
+from ..backend import numpy_backend
+from ..errors import MemoryBudgetError
 from .deep_linear import deep_linear
+from .deep_mc import deep_monte_carlo
 from .kernel_gd import simulate_kernel
-from .one_hidden import simulate_one_hidden, stats_from
+from .one_hidden import combine_replicates, simulate_one_hidden, stats_from
 
 METHODS = ("exact", "monte_carlo", "quadrature")
 SUPPORTED = ("supported now, for SGD: kernel-regime and trivial parametrizations at any "
              "depth; feature-learning parametrizations with one hidden layer (muP, MFP and "
-             "their symmetry orbit, with zero or fixed readout); deep feature learning with "
-             "phi='id' (exact)")
+             "their symmetry orbit, with zero or fixed readout); deep feature learning "
+             "(Monte Carlo, exact for phi='id')")
 
 
 def _check(net, routine, particles, replicates, method, eval_every, dtype, record, backprop):
@@ -70,11 +73,38 @@ def _check(net, routine, particles, replicates, method, eval_every, dtype, recor
     deep_fl = k.regime == "feature_learning" and param.L >= 2
     if backprop == "decoupled" and not deep_fl:
         raise SpecError("backprop='decoupled' applies to deep (L >= 2) feature-learning limits")
-    if deep_fl and (net.phi != "id" or method not in (None, "exact")):
-        raise UnsupportedError(f"{param.label} has L = {param.L} hidden layers; the deep "
-                               "feature-learning limit is implemented only exactly for "
-                               "phi='id' so far; " + SUPPORTED)
+    if deep_fl and method == "quadrature":
+        raise SpecError("method='quadrature' applies to one hidden layer only")
     return k
+
+
+def _deep_monte_carlo(net, routine, k, particles, seed, replicates, backprop, eval_every,
+                      dtype, on_step):
+    N = particles + particles % 2
+    per = 8 * (net.d_in + net.d_out + 4 * (net.L - 1) * routine.batch_size * routine.steps)
+    have = 0.8 * numpy_backend().available_bytes()
+    if N * per > have:
+        raise MemoryBudgetError(
+            f"{N:,} particles need about {N * per / 2**30:.2f} GiB for the deep engine's "
+            f"histories but only {have / 2**30:.2f} GiB may be used; at most "
+            f"{int(have / per):,} particles fit")
+    T = routine.steps
+    eval_steps = set(range(0, T + 1, eval_every)) | {T}
+    runs = []
+    for ss in np.random.SeedSequence(seed).spawn(replicates):
+        runs.append(deep_monte_carlo(net, routine, k.limit_switches, N,
+                                     np.random.default_rng(ss), backprop == "decoupled",
+                                     eval_steps, on_step))
+        if runs[-1]["interrupted"]:
+            break
+    extra = {"engine": "limit/deep_monte_carlo", "particles": N, "zdot": "stein"}
+    if len(runs) == 1:
+        extra["se_method"] = ("batch means over 32 particle groups (ignores error carried by "
+                              "chi and the regressions; use replicates > 1)")
+        return runs[0], extra
+    res = combine_replicates(runs, replicates)
+    extra["se_method"] = res.pop("se_method")
+    return res, extra
 
 
 def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: int = 0,
@@ -117,6 +147,8 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
         method = "kernel_gd"
     else:
         method = method or ("exact" if net.phi == "id" else "monte_carlo")
+        if net.L >= 2 and method == "monte_carlo" and dtype != np.float64:
+            raise SpecError("the deep Monte Carlo engine stores float64 only for now")
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -126,10 +158,13 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
     try:
         if kernel_regime:
             res, extra = simulate_kernel(net, routine, k, f0, samples, seed, on_step)
-        elif net.L >= 2:
+        elif net.L >= 2 and method == "exact":
             res = deep_linear(net, routine, k.limit_switches, backprop == "decoupled", on_step)
             extra = {"engine": "limit/deep_linear", "primitives": res["primitives"],
                      "se_method": "exact (linear combinations of Gaussian primitives)"}
+        elif net.L >= 2:
+            res, extra = _deep_monte_carlo(net, routine, k, particles, seed, replicates,
+                                           backprop, eval_every, dtype, on_step)
         else:
             res, extra = simulate_one_hidden(net, routine, k.limit_switches, particles, seed,
                                              replicates, method, eval_every, "stats" in record,

@@ -204,13 +204,17 @@ def simulate_one_hidden(net, routine, switches, particles, seed, replicates, met
         return runs[0], {"particles": N, "se_method":
                          "batch means over particle blocks (ignores error carried by chi; "
                          "use replicates > 1 for the full Monte Carlo error)"}
-    done = min(r["completed"] for r in runs)
+    return combine_replicates(runs, replicates), {"particles": N,
+                                                  "replicates_completed": len(runs)}
+
+
+def combine_replicates(runs: list, replicates: int) -> dict:
+    """Mean over independent runs; f_eval_se = their spread / √R."""
     res = dict(runs[0])
     for key in ("f_eval", "f_train", "loss", "h2", "dh2", "x2", "dx2", "fk"):
         res[key] = np.mean([r[key] for r in runs], axis=0)
     res["se"] = np.std([r["f_eval"] for r in runs], axis=0, ddof=1) / np.sqrt(len(runs))
-    res["completed"] = done
+    res["completed"] = min(r["completed"] for r in runs)
     res["interrupted"] = any(r["interrupted"] for r in runs) or len(runs) < replicates
-    return res, {"particles": N, "replicates_completed": len(runs),
-                 "se_method": f"standard error over {len(runs)} independent replicates"}
-
+    res["se_method"] = f"standard error over {len(runs)} independent replicates"
+    return res

@@ -1,0 +1,86 @@
+"""Deep feature-learning limit by Monte Carlo (Stein Ż): vs the exact engine and finite networks."""
+import numpy as np
+import pytest
+
+import tp_limits as tp
+
+D1 = dict(X=np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 0.0]]), Y=np.array([[1.0], [-1.0], [1.0]]),
+          eval_inputs=np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 1.0]]))
+N8 = dict(X=np.array([[1, 0, 0], [0, 1, 0], [0.5, 0.5, 0.5], [1, -1, 0]], float),
+          Y=np.array([[1, 0], [0, -1], [0.5, 0.5], [1, 0]], float),
+          eval_inputs=np.array([[1, 1, 1], [0, 0, 1]], float), batch_size=2)
+
+
+@pytest.mark.parametrize("case", ["D1, L=2", "D1, L=3", "N8, L=2", "D1, L=2, decoupled"])
+def test_monte_carlo_matches_exact_deep_linear(case):
+    backprop = "decoupled" if "decoupled" in case else "exact"
+    if case.startswith("N8"):
+        net = tp.MLP(tp.mup(2), 3, 2, phi="id", sigma=[1.3, 0.7, 1.2])
+        r = tp.Routine(lr=0.4, **N8)
+    else:
+        L = 3 if "L=3" in case else 2
+        net, r = tp.MLP(tp.mup(L), 2, 1, phi="id"), tp.Routine(lr=0.5 if L == 2 else 0.25, **D1)
+    exact = tp.simulate_limit(net, r, backprop=backprop)
+    mc = tp.simulate_limit(net, r, method="monte_carlo", particles=100_000, replicates=8,
+                           seed=11, backprop=backprop)
+    assert mc.meta["engine"] == "limit/deep_monte_carlo" and mc.meta["zdot"] == "stein"
+    z = np.abs(mc.f_eval[1:] - exact.f_eval[1:]) / mc.f_eval_se[1:]
+    assert z.max() < 5, z.max()
+
+
+@pytest.fixture(scope="module")
+def finite_tanh():
+    r = tp.Routine(lr=0.5, **D1)
+    out = {}
+    for L in (2, 3):
+        net = tp.MLP(tp.mup(L), 2, 1, phi="tanh")
+        fin = np.array([tp.train_finite(net, r, 8192, seed=s, record=()).f_eval
+                        for s in range(8)])
+        out[L] = (net, r, fin.mean(axis=0), fin.std(axis=0, ddof=1) / np.sqrt(len(fin)))
+    return out
+
+
+@pytest.mark.parametrize("L", [2, 3])
+def test_tanh_limit_matches_wide_networks_and_decoupled_does_not(finite_tanh, L):
+    net, r, mean, se = finite_tanh[L]
+    true = tp.simulate_limit(net, r, particles=200_000, replicates=8, seed=3)
+    dec = tp.simulate_limit(net, r, particles=200_000, replicates=8, seed=3,
+                            backprop="decoupled")
+    z_true = np.abs(mean - true.f_eval)[1:] / np.sqrt(se ** 2 + true.f_eval_se ** 2)[1:]
+    z_dec = np.abs(mean - dec.f_eval)[1:] / np.sqrt(se ** 2 + dec.f_eval_se ** 2)[1:]
+    assert z_true.max() < 5, z_true.max()
+    assert np.median(z_dec) > 10                       # finite networks follow true backprop
+
+
+@pytest.mark.parametrize("L", [2, 3])
+def test_finite_tanh_networks_converge_at_rate_one_half(L):
+    net, r = tp.MLP(tp.mup(L), 2, 1, phi="tanh"), tp.Routine(lr=0.5, **D1)
+    limit = tp.simulate_limit(net, r, particles=500_000, replicates=8, record=())
+    study = tp.convergence(net, r, [512, 1024, 2048, 4096, 8192], seeds=12, limit=limit)
+    assert study.limit_error < 0.2 * study.rms[-1]
+    assert -0.6 <= study.exponent <= -0.4, (study.exponent, study.exponent_ci)
+
+
+@pytest.mark.parametrize("param", [
+    tp.ABC([0] * 4, [0, "1/2", "1/2", "oo"], [-1, 0, 0, 1], name="zero readout"),
+    tp.ABC([0] * 4, [0, "1/2", "1/2", 1], [0, 0, 0, 1], name="S9: input layer frozen"),
+])
+def test_switch_limits_for_deep_networks(param):
+    net, r = tp.MLP(param, 2, 1, phi="tanh"), tp.Routine(lr=0.5, **D1)
+    limit = tp.simulate_limit(net, r, particles=300_000, replicates=8, record=())
+    study = tp.convergence(net, r, [512, 2048, 8192], seeds=8, limit=limit, executor="serial")
+    assert study.rms[-1] < 0.5 * study.rms[0]          # n x16: expected x1/4
+    assert -0.75 <= study.exponent <= -0.25, (study.exponent, study.exponent_ci)
+
+
+def test_statistics_and_bad_input():
+    net, r = tp.MLP(tp.mup(2), 2, 1, phi="tanh"), tp.Routine(lr=0.5, **D1)
+    tr = tp.simulate_limit(net, r, particles=20_000)
+    assert tr.stats["dh_rms"].shape == (4, 2) and np.all(tr.stats["dh_rms"][0] == 0)
+    assert np.all(tr.stats["dh_rms"][1:] > 0.05)      # features move by Θ(1)
+    with pytest.raises(tp.SpecError, match="one hidden layer"):
+        tp.simulate_limit(net, r, method="quadrature")
+    with pytest.raises(tp.SpecError, match="float64"):
+        tp.simulate_limit(net, r, dtype=np.float32)
+    with pytest.raises(tp.MemoryBudgetError, match="at most"):
+        tp.simulate_limit(net, r, particles=10 ** 12)
