@@ -3,12 +3,13 @@
 Particles carry Z^U ∈ R^d, Z^{nV} ∈ R^{d_out} and, per hidden matrix W^l
 (2 <= l <= L), the history of training forward vectors x^{l-1}_{s,i} with
 their hats Ẑ^{W^l x} (family F^l) and backward vectors δh^l_{s,i} with their
-hats Ẑ^{W^lᵀ δh} (family G^l).  Arrays are (N, k): particles x stored vectors.
+hats Ẑ^{W^lᵀ δh} (family G^l), stored as rows (k x N).  All batch items (and
+all evaluation inputs) of a layer are processed as one (m, N) block.
 
-**Hats.** A new hat of vector v in a family with stored vectors X and hats Ĥ
-is sampled conditionally on the family (docs §4.3):
-C = σ² XᵀX/N, κ = σ² Xᵀv/N, κ_0 = σ² vᵀv/N, β = C⁺κ,
-ĥ = Ĥβ + √max(κ_0 - κᵀβ, 0) ε.
+**Hats.** New hats of vectors V (m rows) in a family with stored vectors X and
+hats Ĥ are drawn jointly and conditionally on the family (docs §4.3):
+C = σ² XXᵀ/N, κ = σ² XVᵀ/N, K_0 = σ² VVᵀ/N, β = C⁺κ,
+Ĥ_new = βᵀĤ + (K_0 - κᵀβ)^{1/2} ε   (m = 1: ĥ = Ĥβ + √(κ_0 - κᵀβ) ε).
 
 **Ż by Stein's lemma** (docs §4.4(c), §11.2).  The hats ĝ of one family are
 jointly Gaussian and independent of every other base variable, so
@@ -21,8 +22,9 @@ the family's sampled hats.  Hence
 
 The ΔW^l sums use the stored pairs (s < t): -η_l e_l Σ Z^{δh_{s,i}} E[Z^{x_{s,i}} Z^x]
 forward and -η_l e_l Σ Z^{x_{s,j}} E[Z^{δh_{s,j}} Z^{δh}] backward.
-``decoupled=True`` drops the Ż terms.  Cost per vector O(N k) plus a k x k
-pseudo-inverse (k <= B T): time O(N L B T² (B+E)), memory O(N L B T).
+``decoupled=True`` drops the Ż terms.  Gram matrices and their
+pseudo-inverses are cached per family, so a step costs a few passes over the
+histories: time O(N L B T² (B+E)) in all, memory O(N L B T).
 """
 from __future__ import annotations
 
@@ -37,40 +39,71 @@ GROUPS = 32          # particle groups for the batch-means standard error
 
 
 class Family:
-    """Stored vectors and their hats for one hat family (capacity known in advance)."""
+    """Stored vectors and hats of one hat family, with cached Gram matrices.
+
+    Rows are stored vectors (capacity x N, row-contiguous).  ``Cv`` = σ² ⟨v_i, v_j⟩
+    and ``Ch`` = ⟨ĥ_i, ĥ_j⟩ grow by one block per store, and their
+    pseudo-inverses are recomputed once per store, so a query costs O(N k)
+    (one pass over the history) plus O(k²).
+    """
 
     def __init__(self, N: int, capacity: int, sigma2: float):
-        self.vec = np.zeros((N, capacity))
-        self.hat = np.zeros((N, capacity))
+        self.vec = np.zeros((capacity, N))
+        self.hat = np.zeros((capacity, N))
+        self.Cv = np.zeros((capacity, capacity))
+        self.Ch = np.zeros((capacity, capacity))
         self.k = 0
         self.sigma2 = sigma2
+        self._Pv = self._Ph = None
 
-    def sample(self, v, rng):
-        """A hat for v, conditional on the stored hats (not stored)."""
-        N, k = len(v), self.k
-        kappa0 = self.sigma2 * float(v @ v) / N
+    def _pinv(self, C):
+        k = self.k
+        return np.linalg.pinv(C[:k, :k], rcond=RCOND, hermitian=True)
+
+    def sample(self, V, rng):
+        """Hats for the rows of V (m, N), jointly, conditional on the stored hats.
+
+        Returns (hats, kappa, K0) — the last two are reused by :meth:`store`.
+        """
+        N, k = V.shape[1], self.k
+        K0 = self.sigma2 * (V @ V.T) / N
         if k == 0:
-            return np.sqrt(kappa0) * rng.standard_normal(N)
-        X, H = self.vec[:, :k], self.hat[:, :k]
-        C = self.sigma2 * (X.T @ X) / N
-        kappa = self.sigma2 * (X.T @ v) / N
-        beta = np.linalg.pinv(C, rcond=RCOND, hermitian=True) @ kappa
-        resid = max(kappa0 - float(kappa @ beta), 0.0)
-        return H @ beta + np.sqrt(resid) * rng.standard_normal(N)
+            kappa, mean, cond = np.zeros((0, len(V))), 0.0, K0
+        else:
+            if self._Pv is None:
+                self._Pv = self._pinv(self.Cv)
+            kappa = self.sigma2 * (self.vec[:k] @ V.T) / N              # (k, m)
+            beta = self._Pv @ kappa
+            mean = beta.T @ self.hat[:k]
+            cond = K0 - kappa.T @ beta
+        w, Q = np.linalg.eigh((cond + cond.T) / 2)
+        root = Q * np.sqrt(np.clip(w, 0.0, None))
+        return mean + root @ rng.standard_normal((len(V), N)), kappa, K0
 
-    def store(self, v, hat):
-        self.vec[:, self.k] = v
-        self.hat[:, self.k] = hat
-        self.k += 1
+    def store(self, V, hats, kappa, K0):
+        k, m = self.k, len(V)
+        N = V.shape[1]
+        self.vec[k:k + m], self.hat[k:k + m] = V, hats
+        self.Cv[:k, k:k + m] = kappa
+        self.Cv[k:k + m, :k] = kappa.T
+        self.Cv[k:k + m, k:k + m] = K0
+        cross = self.hat[:k] @ hats.T / N
+        self.Ch[:k, k:k + m] = cross
+        self.Ch[k:k + m, :k] = cross.T
+        self.Ch[k:k + m, k:k + m] = hats @ hats.T / N
+        self.k += m
+        self._Pv = self._Ph = None
 
-    def stein(self, z, upto=None):
-        """σ² Σ_j vec_j b_j with b the least-squares coefficients of z on the hats."""
-        k = self.k if upto is None else upto
-        if k == 0:
-            return 0.0
-        H = self.hat[:, :k]
-        b = np.linalg.lstsq(H, z, rcond=RCOND)[0]
-        return self.sigma2 * (self.vec[:, :k] @ b)
+    def stein_coefficients(self, Z):
+        """σ² b (k, m): b = least-squares coefficients of each row of Z on the hats.
+
+        Σ_j v_j (σ² b_j) is then the Ż term; the caller combines it with the
+        ΔW coefficients into one pass over the stored vectors.
+        """
+        k = self.k
+        if self._Ph is None:
+            self._Ph = self._pinv(self.Ch)
+        return self.sigma2 * (self._Ph @ (self.hat[:k] @ Z.T / Z.shape[1]))
 
 
 def deep_monte_carlo(net, routine, switches, particles: int, rng, decoupled: bool,
@@ -94,32 +127,48 @@ def deep_monte_carlo(net, routine, switches, particles: int, rng, decoupled: boo
     G = {l: Family(N, cap, sig[l - 1] ** 2) for l in range(2, L + 1)}
     npairs = {l: 0 for l in range(2, L + 1)}       # pairs (s < t) usable by ΔW^l
 
-    def forward(zeta, store: bool):
-        """Pre-activations h^1..h^L (list of (N,)) for one input."""
-        hs = [ZU @ zeta]
+    def correction(own, other, z, kappa, l):
+        """Ż + ΔW-sum for the rows z of a new vector of family ``own``, in one pass.
+
+        The ΔW coefficients E[v_{s,i} z] over the stored pairs are the first
+        rows of the conditioning covariances κ/σ² already computed for the
+        hat; the Ż coefficients are Stein regressions on ``other``'s hats; both
+        multiply ``other``'s stored vectors.
+        """
+        k, kp = other.k, npairs[l]
+        if k == 0:
+            return 0.0
+        coef = np.zeros((k, len(z))) if decoupled else other.stein_coefficients(z)
+        if kp:
+            coef[:kp] -= eta[l - 1] * kappa[:kp] / own.sigma2
+        return coef.T @ other.vec[:k]
+
+    def forward(Xin, store: bool):
+        """Pre-activations h^1..h^L, each (m, N), for the input rows Xin (m, d).
+
+        The m hats of a layer are drawn jointly, conditional on the stored
+        training hats: for training items this equals drawing them one after
+        the other, conditioning each on the previous ones.
+        """
+        hs = [Xin @ ZU.T]
         for l in range(2, L + 1):
             x = phi.phi(hs[-1], _NP)
-            hat = F[l].sample(x, rng)
-            h = hat.copy()
-            if not decoupled:
-                h += G[l].stein(x)
-            k = npairs[l]
-            if k:
-                coef = F[l].vec[:, :k].T @ x / N                 # E[x_{s,i} x]
-                h -= eta[l - 1] * (G[l].vec[:, :k] @ coef)
+            hat, kappa, K0 = F[l].sample(x, rng)
+            h = hat + correction(F[l], G[l], x, kappa, l)
             if store:
-                F[l].store(x, hat)
+                F[l].store(x, hat, kappa, K0)
             hs.append(h)
         return hs
 
     groups = np.array_split(np.arange(N), GROUPS)
 
     def output(hL, with_se=False):
-        contrib = alpha * ZV * phi.phi(hL, _NP)[:, None]       # (N, do)
-        f = contrib.mean(axis=0)
+        """f̊ for each row of hL (m, N) -> (m, d_out), and its batch-means error."""
+        contrib = alpha * phi.phi(hL, _NP)[:, :, None] * ZV[None]       # (m, N, do)
+        f = contrib.mean(axis=1)
         if not with_se:
             return f
-        gm = np.array([contrib[g].mean(axis=0) for g in groups])
+        gm = np.stack([contrib[:, g].mean(axis=1) for g in groups])
         return f, gm.std(axis=0, ddof=1) / np.sqrt(len(groups))
 
     f_eval = np.full((T + 1, E, do), np.nan)
@@ -131,25 +180,22 @@ def deep_monte_carlo(net, routine, switches, particles: int, rng, decoupled: boo
     x2 = np.full((T + 1, L, E), np.nan)
     dx2 = np.full((T + 1, L, E), np.nan)
     fk = np.full((T + 1, E, E), np.nan)
-    h0 = [None] * E
+    h0 = [None]
 
     def evaluate(t):
         if t not in eval_steps:
             return
-        xL = []
-        for e in range(E):
-            hs = forward(Xe[e], store=False)
-            if h0[e] is None:
-                h0[e] = hs
-            for l in range(L):
-                xv, x0 = phi.phi(hs[l], _NP), phi.phi(h0[e][l], _NP)
-                h2[t, l, e] = np.mean(hs[l] ** 2)
-                dh2[t, l, e] = np.mean((hs[l] - h0[e][l]) ** 2)
-                x2[t, l, e] = np.mean(xv ** 2)
-                dx2[t, l, e] = np.mean((xv - x0) ** 2)
-            xL.append(phi.phi(hs[-1], _NP))
-            f_eval[t, e], se[t, e] = output(hs[-1], with_se=True)
-        A = np.array(xL)
+        hs = forward(Xe, store=False)
+        if h0[0] is None:
+            h0[0] = hs
+        for l in range(L):
+            xv, x0 = phi.phi(hs[l], _NP), phi.phi(h0[0][l], _NP)
+            h2[t, l] = np.mean(hs[l] ** 2, axis=1)
+            dh2[t, l] = np.mean((hs[l] - h0[0][l]) ** 2, axis=1)
+            x2[t, l] = np.mean(xv ** 2, axis=1)
+            dx2[t, l] = np.mean((xv - x0) ** 2, axis=1)
+        f_eval[t], se[t] = output(hs[-1], with_se=True)
+        A = phi.phi(hs[-1], _NP)
         fk[t] = A @ A.T / N
 
     completed, interrupted = 0, False
@@ -157,30 +203,19 @@ def deep_monte_carlo(net, routine, switches, particles: int, rng, decoupled: boo
         evaluate(0)
         for t in range(T):
             Xb, Yb = routine.X[t * B:(t + 1) * B], Y[t * B:(t + 1) * B]
-            fwd = [forward(Xb[i], store=True) for i in range(B)]
-            fb = np.array([output(hs[-1]) for hs in fwd])
+            hs = forward(Xb, store=True)
+            fb = output(hs[-1])
             f_train[t] = fb
             losses[t] = float(np.mean(loss.value(fb, Yb, np)))
             chi = loss.grad(fb, Yb, np) / B
-            dh1 = []
-            for i in range(B):
-                hs = fwd[i]
-                dh = alpha * (ZV @ chi[i]) * phi.dphi(hs[-1], _NP)      # δh^L
-                for l in range(L, 1, -1):
-                    hat = G[l].sample(dh, rng)
-                    dx = hat.copy()
-                    if not decoupled:
-                        dx += F[l].stein(dh)
-                    k = npairs[l]
-                    if k:
-                        coef = G[l].vec[:, :k].T @ dh / N               # E[δh_{s,j} δh]
-                        dx -= eta[l - 1] * (F[l].vec[:, :k] @ coef)
-                    G[l].store(dh, hat)
-                    dh = dx * phi.dphi(hs[l - 2], _NP)
-                dh1.append(dh)
-            ZU_new = ZU - eta[0] * sum(np.outer(dh1[i], Xb[i]) for i in range(B))
-            ZV = ZV - eta[L] * alpha * sum(np.outer(phi.phi(fwd[i][-1], _NP), chi[i])
-                                           for i in range(B))
+            dh = alpha * (chi @ ZV.T) * phi.dphi(hs[-1], _NP)           # δh^L, (B, N)
+            for l in range(L, 1, -1):
+                hat, kappa, K0 = G[l].sample(dh, rng)
+                dx = hat + correction(G[l], F[l], dh, kappa, l)
+                G[l].store(dh, hat, kappa, K0)
+                dh = dx * phi.dphi(hs[l - 2], _NP)
+            ZU_new = ZU - eta[0] * dh.T @ Xb                              # δh^1 ξᵀ summed over i
+            ZV = ZV - eta[L] * alpha * phi.phi(hs[-1], _NP).T @ chi
             ZU = ZU_new
             for l in range(2, L + 1):
                 npairs[l] += B
