@@ -23,7 +23,7 @@ the family's sampled hats.  Hence
 The ΔW^l sums use the stored pairs (s < t): -η_l e_l Σ Z^{δh_{s,i}} E[Z^{x_{s,i}} Z^x]
 forward and -η_l e_l Σ Z^{x_{s,j}} E[Z^{δh_{s,j}} Z^{δh}] backward.
 ``decoupled=True`` drops the Ż terms.  Gram matrices and their
-pseudo-inverses are cached per family, so a step costs a few passes over the
+(ridge-regularized) inverses are cached per family, so a step costs a few passes over the
 histories: time O(N L B T² (B+E)) in all, memory O(N L B T).
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ class Family:
 
     Rows are stored vectors (capacity x N, row-contiguous).  ``Cv`` = σ² ⟨v_i, v_j⟩
     and ``Ch`` = ⟨ĥ_i, ĥ_j⟩ grow by one block per store, and their
-    pseudo-inverses are recomputed once per store, so a query costs O(N k)
+    inverses are recomputed once per store, so a query costs O(N k)
     (one pass over the history) plus O(k²).
     """
 
@@ -56,9 +56,23 @@ class Family:
         self.sigma2 = sigma2
         self._Pv = self._Ph = None
 
-    def _pinv(self, C):
+    def _solver(self, C):
+        """A function x -> C⁺ x for the current k x k Gram matrix.
+
+        The inverse of C + ridge I, ridge = RCOND x (mean diagonal), computed
+        once per store (O(k³), in NumPy's BLAS: mixing in SciPy's separate
+        BLAS here makes the two thread pools fight); a solve is then one
+        k x k product.  The ridge is the regularized pseudo-inverse and only
+        matters on (near-)degenerate families, e.g. repeated inputs.
+        """
         k = self.k
-        return np.linalg.pinv(C[:k, :k], rcond=RCOND, hermitian=True)
+        A = C[:k, :k]
+        ridge = RCOND * max(float(np.trace(A)) / k, np.finfo(float).tiny)
+        try:
+            P = np.linalg.inv(A + ridge * np.eye(k))
+        except np.linalg.LinAlgError:
+            P = np.linalg.pinv(A, rcond=RCOND, hermitian=True)
+        return lambda x: P @ x
 
     def sample(self, V, rng):
         """Hats for the rows of V (m, N), jointly, conditional on the stored hats.
@@ -71,9 +85,9 @@ class Family:
             kappa, mean, cond = np.zeros((0, len(V))), 0.0, K0
         else:
             if self._Pv is None:
-                self._Pv = self._pinv(self.Cv)
+                self._Pv = self._solver(self.Cv)
             kappa = self.sigma2 * (self.vec[:k] @ V.T) / N              # (k, m)
-            beta = self._Pv @ kappa
+            beta = self._Pv(kappa)
             mean = beta.T @ self.hat[:k]
             cond = K0 - kappa.T @ beta
         w, Q = np.linalg.eigh((cond + cond.T) / 2)
@@ -102,8 +116,8 @@ class Family:
         """
         k = self.k
         if self._Ph is None:
-            self._Ph = self._pinv(self.Ch)
-        return self.sigma2 * (self._Ph @ (self.hat[:k] @ Z.T / Z.shape[1]))
+            self._Ph = self._solver(self.Ch)
+        return self.sigma2 * self._Ph(self.hat[:k] @ Z.T / Z.shape[1])
 
 
 def deep_monte_carlo(net, routine, switches, particles: int, rng, decoupled: bool,
