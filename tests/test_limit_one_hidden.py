@@ -234,3 +234,18 @@ def test_float32_storage_on_the_blas_path():
     c = tp.simulate_limit(net, r, particles=20_000, seed=1, kernel="numpy")
     assert np.max(np.abs(a.f_eval - b.f_eval)) < 1e-5
     assert np.allclose(a.f_eval, c.f_eval, rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize("param, L, kwargs", [
+    (tp.mup(1), 1, {}), (tp.mup(1), 1, dict(method="monte_carlo", particles=2_000)),
+    (tp.mup(2), 2, {}), (tp.ntp(2), 2, dict(f0="zero"))])
+def test_divergence_is_reported_not_silent(param, L, kwargs):
+    """A far too large learning rate blows the limit up: an error names the step."""
+    r = tp.Routine(np.tile(D1["X"], (60, 1)), np.tile(D1["Y"], (60, 1)) * 100, lr=5.0,
+                   eval_inputs=D1["eval_inputs"])
+    net = tp.MLP(param, 2, 1, phi="id")
+    with pytest.raises(tp.DivergenceError, match="step"):
+        tp.simulate_limit(net, r, record=(), **kwargs)
+    tr = tp.simulate_limit(net, r, record=(), on_divergence="stop", **kwargs)
+    assert tr.meta["diverged"]["step"] >= 1 and tr.steps == tr.meta["completed_steps"] < 180
+    assert np.all(np.isfinite(tr.f_eval)) and np.all(np.isfinite(tr.loss))

@@ -5,13 +5,14 @@
 * problem spec: :class:`MLP`, :class:`Routine`;
 * engines: :func:`simulate_limit` (infinite width), :func:`train_finite`
   (width n), both -> :class:`Trajectory`;
-* analysis: :func:`coord_check`, :func:`convergence`.
+* analysis: :func:`coord_check`, :func:`convergence`, :func:`dichotomy`.
 """
 from . import spectral
 from ._version import __version__
 from .abc import ABC, Classification, mfp, mup, ntp, sp, table
 from .analysis.convergence import convergence
 from .analysis.coord_check import coord_check
+from .analysis.dichotomy import dichotomy
 from .analysis.phase_diagram import phase_diagram
 from .errors import (BackendUnavailableError, DivergenceError, InvalidParametrizationError,
                      MemoryBudgetError, SpecError, SymbolicParametrizationError, TPError,
@@ -24,7 +25,7 @@ from .trajectory import Trajectory
 __all__ = [
     "ABC", "Classification", "mfp", "mup", "ntp", "sp", "table", "phase_diagram", "spectral",
     "MLP", "Routine", "train_finite", "simulate_limit", "nngp", "ntk", "empirical_ntk",
-    "initial_outputs", "kernel_points", "Trajectory", "coord_check", "convergence",
+    "initial_outputs", "kernel_points", "Trajectory", "coord_check", "convergence", "dichotomy",
     "TPError", "InvalidParametrizationError", "SymbolicParametrizationError",
     "UnstableParametrizationError", "SpecError", "DivergenceError", "MemoryBudgetError",
     "BackendUnavailableError", "UnsupportedError", "__version__",

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import DivergenceError
+
 
 class _Primitives:
     """Coefficient space and covariance S of the primitives."""
@@ -110,8 +112,11 @@ def deep_linear(net, routine, switches, decoupled: bool = False, on_step=None):
             hs.append(new)
         return hs
 
-    def output(cx):
-        return alpha * np.array([prim.cov(cV[o], cx) for o in range(do)])
+    def output(cx, step):
+        f = alpha * np.array([prim.cov(cV[o], cx) for o in range(do)])
+        if not np.all(np.isfinite(f)):
+            raise DivergenceError(step, None, "output f")
+        return f
 
     f_eval = np.zeros((T + 1, E, do))
     f_train = np.zeros((T, B, do))
@@ -132,18 +137,18 @@ def deep_linear(net, routine, switches, decoupled: bool = False, on_step=None):
                 dd = hs[l] - h0[e][l]
                 dh2[t, l, e] = prim.cov(dd, dd)
             xs_L.append(hs[-1])
-            f_eval[t, e] = output(hs[-1])
+            f_eval[t, e] = output(hs[-1], t)
         for e in range(E):
             for g in range(E):
                 fk[t, e, g] = prim.cov(xs_L[e], xs_L[g])
 
-    completed, interrupted = 0, False
+    completed, interrupted, diverged = 0, False, None
     try:
         evaluate(0)
         for t in range(T):
             Xb, Yb = routine.X[t * B:(t + 1) * B], Y[t * B:(t + 1) * B]
             fwd = [forward(Xb[i], store=True) for i in range(B)]
-            fb = np.array([output(hs[-1]) for hs in fwd])
+            fb = np.array([output(hs[-1], t) for hs in fwd])
             f_train[t] = fb
             losses[t] = float(np.mean(loss.value(fb, Yb, np)))
             chi = loss.grad(fb, Yb, np) / B
@@ -177,6 +182,8 @@ def deep_linear(net, routine, switches, decoupled: bool = False, on_step=None):
                 on_step(t)
     except KeyboardInterrupt:
         interrupted = True
+    except DivergenceError as exc:
+        diverged = {"step": exc.step, "layer": exc.layer, "quantity": exc.quantity}
     return {"f_eval": f_eval, "se": np.zeros_like(f_eval), "f_train": f_train, "loss": losses,
-            "h2": h2, "dh2": dh2, "x2": h2, "dx2": dh2, "fk": fk, "completed": completed, "interrupted": interrupted,
-            "diverged": None, "primitives": prim.count}
+            "h2": h2, "dh2": dh2, "x2": h2, "dx2": dh2, "fk": fk, "completed": completed,
+            "interrupted": interrupted, "diverged": diverged, "primitives": prim.count}

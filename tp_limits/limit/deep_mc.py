@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import numpy_backend
+from ..errors import DivergenceError
 from ..losses import get_loss
 
 _NP = numpy_backend()
@@ -67,9 +68,13 @@ class Family:
         """
         k = self.k
         A = C[:k, :k]
-        ridge = RCOND * max(float(np.trace(A)) / k, np.finfo(float).tiny)
+        scale = float(np.trace(A)) / k
+        if not scale > 0.0:
+            # every stored vector is 0 (e.g. backward vectors at step 0 with a
+            # zero readout): the family carries no information, C⁺ = 0
+            return lambda x: np.zeros_like(x)
         try:
-            P = np.linalg.inv(A + ridge * np.eye(k))
+            P = np.linalg.inv(A + RCOND * scale * np.eye(k))
         except np.linalg.LinAlgError:
             P = np.linalg.pinv(A, rcond=RCOND, hermitian=True)
         return lambda x: P @ x
@@ -176,10 +181,12 @@ def deep_monte_carlo(net, routine, switches, particles: int, rng, decoupled: boo
 
     groups = np.array_split(np.arange(N), GROUPS)
 
-    def output(hL, with_se=False):
+    def output(hL, step, with_se=False):
         """f̊ for each row of hL (m, N) -> (m, d_out), and its batch-means error."""
         contrib = alpha * phi.phi(hL, _NP)[:, :, None] * ZV[None]       # (m, N, do)
         f = contrib.mean(axis=1)
+        if not np.all(np.isfinite(f)):
+            raise DivergenceError(step, None, "output f")
         if not with_se:
             return f
         gm = np.stack([contrib[:, g].mean(axis=1) for g in groups])
@@ -208,17 +215,17 @@ def deep_monte_carlo(net, routine, switches, particles: int, rng, decoupled: boo
             dh2[t, l] = np.mean((hs[l] - h0[0][l]) ** 2, axis=1)
             x2[t, l] = np.mean(xv ** 2, axis=1)
             dx2[t, l] = np.mean((xv - x0) ** 2, axis=1)
-        f_eval[t], se[t] = output(hs[-1], with_se=True)
+        f_eval[t], se[t] = output(hs[-1], t, with_se=True)
         A = phi.phi(hs[-1], _NP)
         fk[t] = A @ A.T / N
 
-    completed, interrupted = 0, False
+    completed, interrupted, diverged = 0, False, None
     try:
         evaluate(0)
         for t in range(T):
             Xb, Yb = routine.X[t * B:(t + 1) * B], Y[t * B:(t + 1) * B]
             hs = forward(Xb, store=True)
-            fb = output(hs[-1])
+            fb = output(hs[-1], t)
             f_train[t] = fb
             losses[t] = float(np.mean(loss.value(fb, Yb, np)))
             chi = loss.grad(fb, Yb, np) / B
@@ -238,6 +245,8 @@ def deep_monte_carlo(net, routine, switches, particles: int, rng, decoupled: boo
             on_step(t)
     except KeyboardInterrupt:
         interrupted = True
+    except DivergenceError as exc:
+        diverged = {"step": exc.step, "layer": exc.layer, "quantity": exc.quantity}
     return {"f_eval": f_eval, "se": se, "f_train": f_train, "loss": losses, "h2": h2,
             "dh2": dh2, "x2": x2, "dx2": dx2, "fk": fk, "completed": completed,
-            "interrupted": interrupted, "diverged": None}
+            "interrupted": interrupted, "diverged": diverged}

@@ -21,7 +21,8 @@ import time
 import numpy as np
 
 from .._version import __version__
-from ..errors import SpecError, UnstableParametrizationError, UnsupportedError
+from ..errors import (DivergenceError, SpecError, UnstableParametrizationError,
+                      UnsupportedError)
 from ..spec import MLP, Routine, check_compatible
 from ..trajectory import Trajectory
 from ..backend import numpy_backend
@@ -78,6 +79,14 @@ def _check(net, routine, particles, replicates, method, eval_every, dtype, recor
     return k
 
 
+def _check_loss(res) -> None:
+    """A loss that overflowed (f still finite but huge) is a divergence too."""
+    bad = np.flatnonzero(~np.isfinite(res["loss"][: res["completed"]]))
+    if len(bad) and (res["diverged"] is None or bad[0] < res["diverged"]["step"]):
+        res["diverged"] = {"step": int(bad[0]), "layer": None, "quantity": "loss"}
+        res["completed"] = int(bad[0])
+
+
 def _deep_monte_carlo(net, routine, k, particles, seed, replicates, backprop, eval_every,
                       dtype, on_step):
     N = particles + particles % 2
@@ -95,7 +104,7 @@ def _deep_monte_carlo(net, routine, k, particles, seed, replicates, backprop, ev
         runs.append(deep_monte_carlo(net, routine, k.limit_switches, N,
                                      np.random.default_rng(ss), backprop == "decoupled",
                                      eval_steps, on_step))
-        if runs[-1]["interrupted"]:
+        if runs[-1]["interrupted"] or runs[-1]["diverged"]:
             break
     extra = {"engine": "limit/deep_monte_carlo", "particles": N, "zdot": "stein"}
     if len(runs) == 1:
@@ -107,11 +116,27 @@ def _deep_monte_carlo(net, routine, k, particles, seed, replicates, backprop, ev
     return res, extra
 
 
+def _run_engine(net, routine, k, kernel_regime, method, particles, seed, replicates, backprop,
+                eval_every, dtype, record, kernel, f0, samples, on_step):
+    """Run the engine the classification selects; returns (result dict, meta additions)."""
+    if kernel_regime:
+        return simulate_kernel(net, routine, k, f0, samples, seed, on_step)
+    if net.L >= 2 and method == "exact":
+        res = deep_linear(net, routine, k.limit_switches, backprop == "decoupled", on_step)
+        return res, {"engine": "limit/deep_linear", "primitives": res["primitives"],
+                     "se_method": "exact (linear combinations of Gaussian primitives)"}
+    if net.L >= 2:
+        return _deep_monte_carlo(net, routine, k, particles, seed, replicates, backprop,
+                                 eval_every, dtype, on_step)
+    return simulate_one_hidden(net, routine, k.limit_switches, particles, seed, replicates,
+                               method, eval_every, "stats" in record, kernel, dtype, on_step)
+
+
 def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: int = 0,
                    replicates: int = 1, method: str | None = None, eval_every: int = 1,
                    progress: bool = False, dtype=np.float64, record=("stats",),
                    kernel: str = "numba", f0="sample", samples: int = 64,
-                   backprop: str = "exact") -> Trajectory:
+                   backprop: str = "exact", on_divergence: str = "raise") -> Trajectory:
     """Simulate the infinite-width training dynamics; returns a :class:`Trajectory`.
 
     Parameters
@@ -128,6 +153,8 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
         particles), or () to save memory.
     kernel : 'numba' (the fused kernel) or 'numpy' (its plain twin).
     backprop : 'exact', or 'decoupled' (deep limits: TP4 §6, a negative control).
+    on_divergence : 'raise' a DivergenceError naming the step and quantity, or
+        'stop' and return the steps before it with ``meta["diverged"]`` set.
     f0, samples : kernel and trivial regimes only: the initial function —
         'sample' (``samples`` NNGP draws when p = 1/2; mean ± standard error
         reported, draws in ``stats["f_eval_samples"]``), 'zero', or an array
@@ -138,6 +165,8 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
     """
     record = tuple(record)
     k = _check(net, routine, particles, replicates, method, eval_every, dtype, record, backprop)
+    if on_divergence not in ("raise", "stop"):
+        raise SpecError(f"on_divergence = {on_divergence!r}; use 'raise' or 'stop'")
     if isinstance(samples, bool) or not isinstance(samples, numbers.Integral) or samples < 1:
         raise SpecError(f"samples = {samples!r} must be an int >= 1")
     started = time.perf_counter()
@@ -156,22 +185,18 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
                    desc=f"limit ({method})", unit="step")
     on_step = (lambda t: bar.update(1)) if bar is not None else (lambda t: None)
     try:
-        if kernel_regime:
-            res, extra = simulate_kernel(net, routine, k, f0, samples, seed, on_step)
-        elif net.L >= 2 and method == "exact":
-            res = deep_linear(net, routine, k.limit_switches, backprop == "decoupled", on_step)
-            extra = {"engine": "limit/deep_linear", "primitives": res["primitives"],
-                     "se_method": "exact (linear combinations of Gaussian primitives)"}
-        elif net.L >= 2:
-            res, extra = _deep_monte_carlo(net, routine, k, particles, seed, replicates,
-                                           backprop, eval_every, dtype, on_step)
-        else:
-            res, extra = simulate_one_hidden(net, routine, k.limit_switches, particles, seed,
-                                             replicates, method, eval_every, "stats" in record,
-                                             kernel, dtype, on_step)
+        # overflow is detected and reported as a DivergenceError below, not warned about
+        with np.errstate(over="ignore", invalid="ignore"):
+            res, extra = _run_engine(net, routine, k, kernel_regime, method, particles, seed,
+                                     replicates, backprop, eval_every, dtype, record, kernel,
+                                     f0, samples, on_step)
     finally:
         if bar is not None:
             bar.close()
+    _check_loss(res)
+    if res["diverged"] and on_divergence == "raise":
+        d = res["diverged"]
+        raise DivergenceError(d["step"], d["layer"], d["quantity"], "in the limit engine")
     done = res["completed"]
     every = 1 if kernel_regime else eval_every
     eval_steps = sorted(s for s in set(range(0, T + 1, every)) | {T} if s <= done)

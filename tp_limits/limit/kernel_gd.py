@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SpecError
+from ..errors import DivergenceError, SpecError
 from ..losses import get_loss
 from .kernels import nngp, ntk
 
@@ -81,7 +81,7 @@ def simulate_kernel(net, routine, classification, f0, samples, seed, on_step):
     f_train = np.zeros((S, T, B, net.d_out))
     losses = np.zeros((S, T))
     f_eval[:, 0] = F[:, eval_idx]
-    completed, interrupted = 0, False
+    completed, interrupted, diverged = 0, False, None
     try:
         for t in range(T):
             idx = train_idx[t * B:(t + 1) * B]
@@ -91,15 +91,19 @@ def simulate_kernel(net, routine, classification, f0, samples, seed, on_step):
             losses[:, t] = [np.mean(loss.value(fb[s], Yb, np)) for s in range(S)]
             chi = np.stack([loss.grad(fb[s], Yb, np) for s in range(S)]) / B
             F = F - routine.lr * np.einsum("zi,sio->szo", K[:, idx], chi)
+            if not np.all(np.isfinite(F)):
+                raise DivergenceError(t + 1, None, "output f")
             f_eval[:, t + 1] = F[:, eval_idx]
             completed = t + 1
             on_step(t)
     except KeyboardInterrupt:
         interrupted = True
+    except DivergenceError as exc:
+        diverged = {"step": exc.step, "layer": exc.layer, "quantity": exc.quantity}
     se = (f_eval.std(axis=0, ddof=1) / np.sqrt(S) if S > 1 else np.zeros_like(f_eval[0]))
     res = {"f_eval": f_eval.mean(axis=0), "se": se, "f_train": f_train.mean(axis=0),
            "loss": losses.mean(axis=0), "completed": completed, "interrupted": interrupted,
-           "diverged": None, "samples": f_eval if S > 1 else None}
+           "diverged": diverged, "samples": f_eval if S > 1 else None}
     meta = {"engine": "limit/trivial" if trivial else "limit/kernel", "method": "kernel_gd",
             "f0": f0_desc, "kernel_components": list(classification.kernel_components),
             "se_method": (f"standard error over {S} NNGP samples of f_0" if S > 1 else

@@ -20,14 +20,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import DivergenceError
+
 
 def linear_one_hidden(sigma_u, sigma_v, alpha, lr_u, lr_v, readout_init, X, Y, B, grad,
                       eval_inputs, on_step=None):
-    """Run the recursion; return (f_eval, f_train, completed_steps, stats).
+    """Run the recursion; return (f_eval, f_train, completed_steps, stats, diverged).
 
     ``lr_u = η_1 e_1``, ``lr_v = η_2 e_V``; ``grad(f, y)`` is ∇_f ℓ per row.
     ``on_step(t)`` is called after every step (progress).  Ctrl-C ends the
-    loop early; ``completed_steps`` says how far it got.
+    loop early; ``completed_steps`` says how far it got.  A non-finite output
+    ends it too, with ``diverged`` = {step, layer, quantity}.
     """
     d, d_out = X.shape[1], Y.shape[1]
     T = len(X) // B
@@ -51,21 +54,28 @@ def linear_one_hidden(sigma_u, sigma_v, alpha, lr_u, lr_v, readout_init, X, Y, B
         dh2[t] = np.einsum("ei,ij,ej->e", eval_inputs, dcov, eval_inputs)
 
     record(0)
-    completed = 0
+    completed, diverged = 0, None
     try:
-        for t in range(T):
-            Xb, Yb = X[t * B:(t + 1) * B], Y[t * B:(t + 1) * B]
-            f = alpha * Xb @ (C @ A.T + D @ Bm.T).T
-            f_train[t] = f
-            chi = grad(f, Yb) / B
-            G = chi.T @ Xb                                   # (d_out, d)
-            A, Bm, C, D = (A - lr_u * alpha * G.T @ C, Bm - lr_u * alpha * G.T @ D,
-                           C - lr_v * alpha * G @ A, D - lr_v * alpha * G @ Bm)
-            record(t + 1)
-            completed = t + 1
-            if on_step is not None:
-                on_step(t)
+        with np.errstate(over="ignore", invalid="ignore"):     # reported below instead
+            for t in range(T):
+                Xb, Yb = X[t * B:(t + 1) * B], Y[t * B:(t + 1) * B]
+                f = alpha * Xb @ (C @ A.T + D @ Bm.T).T
+                if not np.all(np.isfinite(f)):
+                    raise DivergenceError(t, None, "output f")
+                f_train[t] = f
+                chi = grad(f, Yb) / B
+                G = chi.T @ Xb                                   # (d_out, d)
+                A, Bm, C, D = (A - lr_u * alpha * G.T @ C, Bm - lr_u * alpha * G.T @ D,
+                               C - lr_v * alpha * G @ A, D - lr_v * alpha * G @ Bm)
+                record(t + 1)
+                if not np.all(np.isfinite(f_eval[t + 1])):
+                    raise DivergenceError(t + 1, None, "output f")
+                completed = t + 1
+                if on_step is not None:
+                    on_step(t)
     except KeyboardInterrupt:
         pass
+    except DivergenceError as exc:
+        diverged = {"step": exc.step, "layer": exc.layer, "quantity": exc.quantity}
     stats = {"h2": h2, "dh2": dh2, "fk": fk}
-    return f_eval, f_train, completed, stats
+    return f_eval, f_train, completed, stats, diverged

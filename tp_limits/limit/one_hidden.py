@@ -141,7 +141,7 @@ def run_particles(prob: Problem, U, V, w, eval_steps: set, stats: bool, kernel: 
 
 
 def run_exact_linear(prob: Problem, on_step):
-    f_eval, f_train, completed, st = linear.linear_one_hidden(
+    f_eval, f_train, completed, st, diverged = linear.linear_one_hidden(
         prob.sigma_u, prob.sigma_v, prob.alpha, prob.eta_u, prob.eta_v, prob.readout_init,
         prob.X[: prob.T * prob.B], prob.Y[: prob.T * prob.B], prob.B,
         lambda f, y: prob.loss.grad(f, y, np), prob.Xe, on_step)
@@ -149,7 +149,8 @@ def run_exact_linear(prob: Problem, on_step):
                      for t in range(completed)] + [0.0] * (prob.T - completed))
     return {"f_eval": f_eval, "se": np.zeros_like(f_eval), "f_train": f_train, "loss": loss,
             "h2": st["h2"], "dh2": st["dh2"], "x2": st["h2"], "dx2": st["dh2"], "fk": st["fk"],
-            "completed": completed, "diverged": None, "interrupted": completed < prob.T}
+            "completed": completed, "diverged": diverged,
+            "interrupted": completed < prob.T and diverged is None}
 
 
 def stats_from(res, upto: int) -> dict:
