@@ -53,6 +53,10 @@ class DivergenceError(TPError, FloatingPointError):
                  "partial trajectory.")
         super().__init__(msg)
 
+    def info(self) -> dict:
+        """{step, layer, quantity}: what a partial Trajectory records in meta["diverged"]."""
+        return {"step": self.step, "layer": self.layer, "quantity": self.quantity}
+
 
 class MemoryBudgetError(TPError, MemoryError):
     """A request would need more memory than is available."""

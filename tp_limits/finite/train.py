@@ -120,7 +120,7 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
     except DivergenceError as exc:
         if on_divergence == "raise":
             raise
-        diverged = {"step": exc.step, "layer": exc.layer, "quantity": exc.quantity}
+        diverged = exc.info()
     except KeyboardInterrupt:
         interrupted = True
 

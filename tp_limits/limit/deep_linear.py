@@ -91,21 +91,32 @@ def deep_linear(net, routine, switches, decoupled: bool = False, on_step=None):
     G = {l: [] for l in range(2, L + 1)}        # backward hats: (c_δh, p)
     pairs = {l: [] for l in range(2, L + 1)}    # ΔW^l pieces: (c_δh^l, c_x^{l-1})
 
+    def apply_matrix(l, v, own, zdot_family, pairs_in_order):
+        """Z of W^l v (forward) or W^lᵀ v (backward): new hat + Ż + ΔW sum.
+
+        ``own``: the family v's hat joins; ``zdot_family``: the other family's
+        entries (c, p) whose hats v depends on; ``pairs_in_order``: the ΔW^l
+        pieces as (c matched against v, c that is added) — (x, δh) forward,
+        (δh, x) backward.
+        """
+        s2 = sig[l - 1] ** 2
+        p = prim.new_hat(s2, v, own)
+        out = prim.zeros()
+        out[p] = 1.0
+        if not decoupled:
+            for c, q in zdot_family:
+                out += s2 * v[q] * c
+        for c_match, c_add in pairs_in_order:
+            out -= eta[l - 1] * e_l[l - 1] * prim.cov(c_match, v) * c_add
+        return out, p
+
     def forward(zeta, store: bool):
         """Coefficient vectors of h^1..h^L for input ζ (x^l = h^l)."""
         h = sum(zeta[k] * cU[k] for k in range(d))
         hs = [h]
         for l in range(2, L + 1):
             x = hs[-1]
-            s2 = sig[l - 1] ** 2
-            p = prim.new_hat(s2, x, F[l])
-            new = prim.zeros()
-            new[p] = 1.0
-            if not decoupled:
-                for c_y, q in G[l]:
-                    new += s2 * x[q] * c_y
-            for c_dh, c_x in pairs[l]:
-                new -= eta[l - 1] * e_l[l - 1] * prim.cov(c_x, x) * c_dh
+            new, p = apply_matrix(l, x, F[l], G[l], [(c_x, c_dh) for c_dh, c_x in pairs[l]])
             F[l].append((x, p))
             if store:
                 F_train[l].append((x, p))
@@ -156,15 +167,7 @@ def deep_linear(net, routine, switches, decoupled: bool = False, on_step=None):
             for i in range(B):
                 dh = alpha * sum(chi[i, o] * cV[o] for o in range(do))     # δh^L (φ′ = 1)
                 for l in range(L, 1, -1):
-                    s2 = sig[l - 1] ** 2
-                    p = prim.new_hat(s2, dh, G[l])
-                    dx = prim.zeros()
-                    dx[p] = 1.0
-                    if not decoupled:
-                        for c_x, q in F_train[l]:
-                            dx += s2 * dh[q] * c_x
-                    for c_dh, c_x in pairs[l]:
-                        dx -= eta[l - 1] * e_l[l - 1] * prim.cov(c_dh, dh) * c_x
+                    dx, p = apply_matrix(l, dh, G[l], F_train[l], pairs[l])
                     G[l].append((dh, p))
                     new_pairs[l].append((dh, fwd[i][l - 2]))
                     dh = dx
@@ -183,7 +186,7 @@ def deep_linear(net, routine, switches, decoupled: bool = False, on_step=None):
     except KeyboardInterrupt:
         interrupted = True
     except DivergenceError as exc:
-        diverged = {"step": exc.step, "layer": exc.layer, "quantity": exc.quantity}
+        diverged = exc.info()
     return {"f_eval": f_eval, "se": np.zeros_like(f_eval), "f_train": f_train, "loss": losses,
             "h2": h2, "dh2": dh2, "x2": h2, "dx2": dh2, "fk": fk, "completed": completed,
             "interrupted": interrupted, "diverged": diverged, "primitives": prim.count}

@@ -246,7 +246,7 @@ def deep_monte_carlo(net, routine, switches, particles: int, rng, decoupled: boo
     except KeyboardInterrupt:
         interrupted = True
     except DivergenceError as exc:
-        diverged = {"step": exc.step, "layer": exc.layer, "quantity": exc.quantity}
+        diverged = exc.info()
     return {"f_eval": f_eval, "se": se, "f_train": f_train, "loss": losses, "h2": h2,
             "dh2": dh2, "x2": x2, "dx2": dx2, "fk": fk, "completed": completed,
             "interrupted": interrupted, "diverged": diverged}

@@ -99,7 +99,7 @@ def simulate_kernel(net, routine, classification, f0, samples, seed, on_step):
     except KeyboardInterrupt:
         interrupted = True
     except DivergenceError as exc:
-        diverged = {"step": exc.step, "layer": exc.layer, "quantity": exc.quantity}
+        diverged = exc.info()
     se = (f_eval.std(axis=0, ddof=1) / np.sqrt(S) if S > 1 else np.zeros_like(f_eval[0]))
     res = {"f_eval": f_eval.mean(axis=0), "se": se, "f_train": f_train.mean(axis=0),
            "loss": losses.mean(axis=0), "completed": completed, "interrupted": interrupted,

@@ -76,6 +76,6 @@ def linear_one_hidden(sigma_u, sigma_v, alpha, lr_u, lr_v, readout_init, X, Y, B
     except KeyboardInterrupt:
         pass
     except DivergenceError as exc:
-        diverged = {"step": exc.step, "layer": exc.layer, "quantity": exc.quantity}
+        diverged = exc.info()
     stats = {"h2": h2, "dh2": dh2, "fk": fk}
     return f_eval, f_train, completed, stats, diverged

@@ -136,7 +136,7 @@ def run_particles(prob: Problem, U, V, w, eval_steps: set, stats: bool, kernel: 
     except KeyboardInterrupt:
         res["interrupted"] = True
     except DivergenceError as exc:
-        res["diverged"] = {"step": exc.step, "layer": exc.layer, "quantity": exc.quantity}
+        res["diverged"] = exc.info()
     return res
 
 
