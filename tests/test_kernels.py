@@ -145,3 +145,10 @@ def test_dichotomy_side_by_side():
     assert len(study.table().rows) == 4
     fig = study.plot()
     assert all(ax.get_xlabel() for ax in fig.axes)
+
+
+@pytest.mark.parametrize("param, inequality", [
+    (tp.sp(3), "r = -1 < 0"), (tp.sp(3), "q = 0 < 1"), (tp.ntp(2, c="-1/2"), "q = 1/2 < 1")])
+def test_unstable_parametrizations_name_the_violated_inequality(param, inequality):
+    with pytest.raises(tp.UnstableParametrizationError, match=inequality):
+        tp.simulate_limit(tp.MLP(param, 2, 1), tp.Routine(lr=0.5, **D1))
