@@ -152,3 +152,16 @@ def test_dichotomy_side_by_side():
 def test_unstable_parametrizations_name_the_violated_inequality(param, inequality):
     with pytest.raises(tp.UnstableParametrizationError, match=inequality):
         tp.simulate_limit(tp.MLP(param, 2, 1), tp.Routine(lr=0.5, **D1))
+
+
+def test_erf_nngp_by_hand_L2():
+    def V(a, b, c):
+        return (2 / np.pi) * np.arcsin(2 * c / np.sqrt((1 + 2 * a) * (1 + 2 * b)))
+
+    s1, s2 = 1.5, 0.8
+    a, b, c = s1 ** 2 * 1.0, s1 ** 2 * 1.0, s1 ** 2 * 0.6          # inputs (1,0), (0.6,0.8)
+    V1 = V(a, b, c)
+    V1aa, V1bb = V(a, a, a), V(b, b, b)
+    V2 = V(s2 ** 2 * V1aa, s2 ** 2 * V1bb, s2 ** 2 * V1)
+    net = tp.MLP(tp.ntp(2), 2, 1, phi="erf", sigma=[s1, s2, 1.0])
+    assert tp.nngp(net, X3)[0, 1] == pytest.approx(V2, rel=1e-12)
