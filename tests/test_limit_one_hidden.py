@@ -69,6 +69,7 @@ def test_monte_carlo_matches_exact_linear(case):
     exact = tp.simulate_limit(net, r)
     mc = tp.simulate_limit(net, r, method="monte_carlo", particles=100_000, replicates=8, seed=1)
     within_5se(mc, exact)
+    assert mc.meta["se_method"] == "standard error over 8 independent replicates"
     assert np.max(np.abs(mc.f_eval[0])) < 1e-15           # antithetic pairs: f_0 = 0 exactly
 
 

@@ -25,12 +25,11 @@ from ..errors import (DivergenceError, SpecError, UnstableParametrizationError,
                       UnsupportedError)
 from ..spec import MLP, Routine, check_compatible
 from ..trajectory import Trajectory
-from ..backend import numpy_backend
-from ..errors import MemoryBudgetError
 from .deep_linear import deep_linear
 from .deep_mc import deep_monte_carlo
 from .kernel_gd import simulate_kernel
-from .one_hidden import combine_replicates, simulate_one_hidden, stats_from
+from .montecarlo import check_memory, run_replicates
+from .one_hidden import simulate_one_hidden, stats_from
 
 METHODS = ("exact", "monte_carlo", "quadrature")
 SUPPORTED = ("supported now, for SGD: kernel-regime and trivial parametrizations at any "
@@ -88,31 +87,18 @@ def _check_loss(res) -> None:
 
 
 def _deep_monte_carlo(net, routine, k, particles, seed, replicates, backprop, eval_every,
-                      dtype, on_step):
+                      on_step):
     N = particles + particles % 2
-    per = 8 * (net.d_in + net.d_out + 4 * (net.L - 1) * routine.batch_size * routine.steps)
-    have = 0.8 * numpy_backend().available_bytes()
-    if N * per > have:
-        raise MemoryBudgetError(
-            f"{N:,} particles need about {N * per / 2**30:.2f} GiB for the deep engine's "
-            f"histories but only {have / 2**30:.2f} GiB may be used; at most "
-            f"{int(have / per):,} particles fit")
+    hist = 4 * (net.L - 1) * routine.batch_size * routine.steps   # vec + hat, F and G
+    check_memory(N, 8 * (net.d_in + net.d_out + hist), "the deep engine's histories")
     T = routine.steps
     eval_steps = set(range(0, T + 1, eval_every)) | {T}
-    runs = []
-    for ss in np.random.SeedSequence(seed).spawn(replicates):
-        runs.append(deep_monte_carlo(net, routine, k.limit_switches, N,
-                                     np.random.default_rng(ss), backprop == "decoupled",
-                                     eval_steps, on_step))
-        if runs[-1]["interrupted"] or runs[-1]["diverged"]:
-            break
-    extra = {"engine": "limit/deep_monte_carlo", "particles": N, "zdot": "stein"}
-    if len(runs) == 1:
-        extra["se_method"] = ("batch means over 32 particle groups (ignores error carried by "
-                              "chi and the regressions; use replicates > 1)")
-        return runs[0], extra
-    res = combine_replicates(runs, replicates)
-    extra["se_method"] = res.pop("se_method")
+    res, extra = run_replicates(
+        lambda rng: deep_monte_carlo(net, routine, k.limit_switches, N, rng,
+                                     backprop == "decoupled", eval_steps, on_step),
+        seed, replicates, "batch means over 32 particle groups (ignores error carried by chi "
+                          "and the regressions; use replicates > 1)")
+    extra.update({"engine": "limit/deep_monte_carlo", "particles": N, "zdot": "stein"})
     return res, extra
 
 
@@ -127,7 +113,7 @@ def _run_engine(net, routine, k, kernel_regime, method, particles, seed, replica
                      "se_method": "exact (linear combinations of Gaussian primitives)"}
     if net.L >= 2:
         return _deep_monte_carlo(net, routine, k, particles, seed, replicates, backprop,
-                                 eval_every, dtype, on_step)
+                                 eval_every, on_step)
     return simulate_one_hidden(net, routine, k.limit_switches, particles, seed, replicates,
                                method, eval_every, "stats" in record, kernel, dtype, on_step)
 
@@ -202,7 +188,8 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
     eval_steps = sorted(s for s in set(range(0, T + 1, every)) | {T} if s <= done)
     meta = {
         "engine": "limit/one_hidden", "method": method,
-        "kernel": kernel if method in ("monte_carlo", "quadrature") else None, "seed": int(seed), "replicates": int(replicates), "dtype": np.dtype(dtype).name,
+        "kernel": kernel if method in ("monte_carlo", "quadrature") else None,
+        "seed": int(seed), "replicates": int(replicates), "dtype": np.dtype(dtype).name,
         "parametrization": repr(net.param), "phi": net.phi, "L": net.L, "d_in": net.d_in,
         "d_out": net.d_out, "sigma": list(net.sigma), "lr_mult": list(net.lr_mult),
         "readout_multiplier": net.readout_multiplier, "output_scale": net.output_scale,

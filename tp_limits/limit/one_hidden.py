@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DivergenceError, MemoryBudgetError, SpecError
+from ..errors import DivergenceError, SpecError
 from ..losses import get_loss
-from ..backend import numpy_backend
 from . import linear
 from ._numba import PHI_CODES, n_columns, sweep
+from .montecarlo import check_memory, run_replicates
 from .particles import MAX_NODES, antithetic_particles, quadrature_particles
 from .reference import sweep_numpy
 
@@ -54,18 +54,9 @@ class Problem:
         return np.array(self.X[s], dtype=np.float64), self.Y[s]
 
 
-def bytes_per_particle(d: int, d_out: int, dtype, stats: bool) -> float:
-    return np.dtype(dtype).itemsize * (d + d_out + (d if stats else 0))
-
-
-def check_memory(N: int, d: int, d_out: int, dtype, stats: bool, K: int) -> None:
-    per = bytes_per_particle(d, d_out, dtype, stats) + 8.0 * K / BLOCK
-    have = 0.8 * numpy_backend().available_bytes()
-    if N * per > have:
-        raise MemoryBudgetError(
-            f"{N:,} particles need about {N * per / 2**30:.2f} GiB but only {have / 2**30:.2f} GiB "
-            f"may be used; at most {int(have / per):,} particles fit (or use dtype=numpy.float32, "
-            "or record=() to drop the copy of the initial particles)")
+def bytes_per_particle(d: int, d_out: int, dtype, stats: bool, K: int) -> float:
+    """Particle storage (plus the copy of Z^U_0 for statistics) and the per-block sums."""
+    return np.dtype(dtype).itemsize * (d + d_out + (d if stats else 0)) + 8.0 * K / BLOCK
 
 
 def _block_weights(w, N, nb):
@@ -180,7 +171,8 @@ def simulate_one_hidden(net, routine, switches, particles, seed, replicates, met
         dims = prob.d + (prob.d_out if prob.readout_init else 0)
         k = min(MAX_NODES, max(2, int(round(particles ** (1.0 / dims)))))
         coarse = max(2, int(round(0.75 * k)))
-        check_memory(k ** dims, prob.d, prob.d_out, dtype, stats, K)
+        check_memory(k ** dims, bytes_per_particle(prob.d, prob.d_out, dtype, stats, K),
+                     "the quadrature nodes")
         runs = []
         for nodes in (k, coarse):
             U, V, w = quadrature_particles(nodes, prob.d, prob.d_out, prob.sigma_u, prob.sigma_v,
@@ -192,30 +184,15 @@ def simulate_one_hidden(net, routine, switches, particles, seed, replicates, met
         return res, {"particles": k ** dims, "nodes_per_coordinate": k,
                      "se_method": f"|f(k={k}) - f(k={coarse})|: difference to a coarser rule"}
     N = particles + (particles % 2 if prob.readout_init else 0)   # antithetic pairs
-    check_memory(N, prob.d, prob.d_out, dtype, stats, K)
-    seqs = np.random.SeedSequence(seed).spawn(replicates)
-    runs = []
-    for r, ss in enumerate(seqs):
+    check_memory(N, bytes_per_particle(prob.d, prob.d_out, dtype, stats, K), "the particles")
+
+    def run_one(rng):
         U, V, w = antithetic_particles(N, prob.d, prob.d_out, prob.sigma_u, prob.sigma_v,
-                                       prob.readout_init, np.random.default_rng(ss), dtype)
-        runs.append(run_particles(prob, U, V, w, eval_steps, stats, kernel, on_step))
-        if runs[-1]["interrupted"] or runs[-1]["diverged"]:
-            break
-    if len(runs) == 1:
-        return runs[0], {"particles": N, "se_method":
-                         "batch means over particle blocks (ignores error carried by chi; "
-                         "use replicates > 1 for the full Monte Carlo error)"}
-    return combine_replicates(runs, replicates), {"particles": N,
-                                                  "replicates_completed": len(runs)}
+                                       prob.readout_init, rng, dtype)
+        return run_particles(prob, U, V, w, eval_steps, stats, kernel, on_step)
 
-
-def combine_replicates(runs: list, replicates: int) -> dict:
-    """Mean over independent runs; f_eval_se = their spread / √R."""
-    res = dict(runs[0])
-    for key in ("f_eval", "f_train", "loss", "h2", "dh2", "x2", "dx2", "fk"):
-        res[key] = np.mean([r[key] for r in runs], axis=0)
-    res["se"] = np.std([r["f_eval"] for r in runs], axis=0, ddof=1) / np.sqrt(len(runs))
-    res["completed"] = min(r["completed"] for r in runs)
-    res["interrupted"] = any(r["interrupted"] for r in runs) or len(runs) < replicates
-    res["se_method"] = f"standard error over {len(runs)} independent replicates"
-    return res
+    res, extra = run_replicates(run_one, seed, replicates,
+                                "batch means over particle blocks (ignores error carried by "
+                                "chi; use replicates > 1 for the full Monte Carlo error)")
+    extra["particles"] = N
+    return res, extra
