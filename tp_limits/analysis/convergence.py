@@ -33,6 +33,7 @@ from ..finite.ntk import initial_outputs
 from ..finite.train import train_finite
 from ..limit.dispatch import simulate_limit
 from ..trajectory import Trajectory
+from .fits import width_exponent
 from .sweep import run_tasks
 
 
@@ -161,10 +162,6 @@ def convergence(net, routine, widths, seeds: int = 8, particles: int = 1_000_000
     bias = np.sqrt(np.mean(mean_dev ** 2, axis=tuple(range(1, mean_dev.ndim))))
     dev_se = dev.std(axis=1, ddof=1) / math.sqrt(S)
     bias_se = np.sqrt(np.mean(dev_se ** 2, axis=tuple(range(1, dev_se.ndim))))
-    logn = np.log(np.array(widths, float))
-    exponent = float(np.polyfit(logn, np.log(rms), 1)[0])
-    from scipy.stats import t as student
-    per_seed = [np.polyfit(logn, np.log(e[:, s]), 1)[0] for s in range(S)]
-    ci = float(student.ppf(0.975, S - 1) * np.std(per_seed, ddof=1) / math.sqrt(S))
+    exponent, ci = width_exponent(widths, e)
     return ConvergenceStudy(net.param.label, widths, seeds, steps, rms, rms_se, bias, bias_se,
                             e, exponent, ci, limit_error, limit, conditioned)

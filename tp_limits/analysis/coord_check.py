@@ -22,6 +22,7 @@ from ..abc.table import Table
 from ..errors import SpecError
 from ..finite.train import train_finite
 from ..spec import MLP, Routine
+from .fits import width_exponent
 from .sweep import run_tasks
 
 #: quantity -> (stats key, layers "hidden" | "all" | "output")
@@ -76,34 +77,14 @@ class Fit:
     verdict: str
 
 
-def _slope(x, y) -> float:
-    return float(np.polyfit(x, y, 1)[0])
-
-
-def _fit(logn, logv, predicted, tol) -> tuple:
-    """logv: (widths, seeds) log values. Return (slope, ci, verdict)."""
-    from scipy.stats import t as student
-    mean_log = np.log(np.sqrt(np.mean(np.exp(2 * logv), axis=1)))
-    slope = _slope(logn, mean_log)
-    S = logv.shape[1]
-    if S >= 2:
-        per_seed = [_slope(logn, logv[:, s]) for s in range(S)]
-        ci = float(student.ppf(0.975, S - 1) * np.std(per_seed, ddof=1) / math.sqrt(S))
-    elif len(logn) >= 3:
-        resid = mean_log - np.polyval(np.polyfit(logn, mean_log, 1), logn)
-        se = math.sqrt(np.sum(resid ** 2) / (len(logn) - 2) / np.sum((logn - logn.mean()) ** 2))
-        ci = float(student.ppf(0.975, len(logn) - 2) * se)
-    else:
-        ci = float("nan")
+def _verdict(slope, ci, predicted, tol) -> str:
     if predicted is None:
-        verdict = "no prediction"
-    elif abs(slope - predicted) <= tol:
-        verdict = "ok"
-    elif abs(slope - predicted) <= ci:
-        verdict = "inconclusive"           # misses by more than tol, but within the noise
-    else:
-        verdict = "too large" if slope > predicted else "too small"
-    return slope, ci, verdict
+        return "no prediction"
+    if abs(slope - predicted) <= tol:
+        return "ok"
+    if abs(slope - predicted) <= ci:
+        return "inconclusive"              # misses by more than tol, but within the noise
+    return "too large" if slope > predicted else "too small"
 
 
 @dataclass(frozen=True)
@@ -233,7 +214,6 @@ def coord_check(net: MLP, routine: Routine, widths, seeds=4, steps=None, executo
     preds = {t: net.param.predicted_exponents(t) for t in steps}
     keys = sorted({(r["quantity"], r["layer"], r["t"]) for r in records},
                   key=lambda k: (list(QUANTITIES).index(k[0]), k[1], k[2]))
-    logn = np.log(np.array(widths, float))
     table = {(r["quantity"], r["layer"], r["t"], r["width"], r["seed"]): r["value"]
              for r in records}
     fits = []
@@ -249,6 +229,6 @@ def coord_check(net: MLP, routine: Routine, widths, seeds=4, steps=None, executo
                 verdict = "ok"
             fits.append(Fit(q, l, t, float("nan"), float("nan"), predicted, verdict))
             continue
-        slope, ci, verdict = _fit(logn, np.log(v), predicted, tolerance)
-        fits.append(Fit(q, l, t, slope, ci, predicted, verdict))
+        slope, ci = width_exponent(widths, v)
+        fits.append(Fit(q, l, t, slope, ci, predicted, _verdict(slope, ci, predicted, tolerance)))
     return CoordCheck(net.param.label, widths, seeds, steps, tolerance, tuple(records), tuple(fits))

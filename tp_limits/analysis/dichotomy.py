@@ -20,6 +20,7 @@ from ..abc.table import Table
 from ..finite.train import train_finite
 from ..limit.dispatch import simulate_limit
 from ..spec import MLP
+from .fits import width_exponent
 from .sweep import run_tasks
 
 
@@ -128,7 +129,6 @@ def dichotomy(routine, d_in: int, d_out: int = 1, L: int = 2, phi: str = "tanh",
         v = np.array([[tr.stats["feature_kernel_change"][-1] for tr in finite[lab][w]]
                       for w in widths])
         change[lab] = v
-        expo[lab] = float(np.polyfit(np.log(widths), np.log(v.mean(axis=1)), 1)[0]) \
-            if np.all(v > 0) else math.nan
+        expo[lab] = width_exponent(widths, v)[0] if np.all(v > 0) else math.nan
         labels.append(lab)
     return DichotomyStudy(tuple(labels), regimes, widths, limits, finite, change, expo)
