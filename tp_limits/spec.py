@@ -17,9 +17,10 @@ from .losses import get_loss
 from .nonlinearities import Nonlinearity, get_nonlinearity
 
 
-def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise SpecError(f"{name} = {value!r} must be an int >= 1")
+def check_int(value, name: str, minimum: int = 1) -> int:
+    """``value`` as an int, or a SpecError saying it must be an int >= minimum."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise SpecError(f"{name} = {value!r} must be an int >= {minimum}")
     return int(value)
 
 
@@ -88,8 +89,8 @@ class MLP:
         get_nonlinearity(phi)
         L1 = param.L + 1
         object.__setattr__(self, "param", param)
-        object.__setattr__(self, "d_in", _positive_int(d_in, "d_in"))
-        object.__setattr__(self, "d_out", _positive_int(d_out, "d_out"))
+        object.__setattr__(self, "d_in", check_int(d_in, "d_in"))
+        object.__setattr__(self, "d_out", check_int(d_out, "d_out"))
         object.__setattr__(self, "phi", phi)
         object.__setattr__(self, "sigma", _per_layer(sigma, "sigma", L1))
         object.__setattr__(self, "lr_mult", _per_layer(lr_mult, "lr_mult", L1))
@@ -163,14 +164,14 @@ class Routine:
                  eval_inputs=None):
         get_loss(loss)
         X = _as_matrix(X, "X")
-        B = _positive_int(batch_size, "batch_size")
+        B = check_int(batch_size, "batch_size")
         Y = self._targets(Y, loss, len(X))
         if steps is None:
             if len(X) % B:
                 raise SpecError(f"len(X) = {len(X)} is not a multiple of batch_size = {B}; "
                                 "pass steps= to use only the first steps*B rows")
             steps = len(X) // B
-        steps = _positive_int(steps, "steps")
+        steps = check_int(steps, "steps")
         if steps * B > len(X):
             raise SpecError(f"steps * batch_size = {steps * B} exceeds the {len(X)} rows of X")
         if eval_inputs is None:

@@ -15,7 +15,7 @@ from .._version import __version__
 from ..backend import get_backend
 from ..errors import DivergenceError, MemoryBudgetError, SpecError
 from ..losses import get_loss
-from ..spec import MLP, Routine, check_compatible
+from ..spec import MLP, Routine, check_compatible, check_int
 from ..trajectory import Trajectory
 from .network import FiniteNetwork
 from .stats import StatsRecorder
@@ -28,8 +28,7 @@ def _validate(net, routine, width, backprop, optimizer, record, on_divergence, d
         raise SpecError(f"net must be a tp.MLP, got {type(net).__name__}")
     if not isinstance(routine, Routine):
         raise SpecError(f"routine must be a tp.Routine, got {type(routine).__name__}")
-    if isinstance(width, bool) or not isinstance(width, (int, np.integer)) or width < 1:
-        raise SpecError(f"width = {width!r} must be an int >= 1")
+    check_int(width, "width")
     if backprop not in ("exact", "decoupled"):
         raise SpecError(f"backprop = {backprop!r}; use 'exact' or 'decoupled'")
     if backprop == "decoupled" and net.L < 2:

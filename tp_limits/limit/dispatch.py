@@ -15,7 +15,6 @@ Dispatch follows the exact classification (DESIGN §2):
 """
 from __future__ import annotations
 
-import numbers
 import time
 
 import numpy as np
@@ -23,7 +22,7 @@ import numpy as np
 from .._version import __version__
 from ..errors import (DivergenceError, SpecError, UnstableParametrizationError,
                       UnsupportedError)
-from ..spec import MLP, Routine, check_compatible
+from ..spec import MLP, Routine, check_compatible, check_int
 from ..trajectory import Trajectory
 from .deep_linear import deep_linear
 from .deep_mc import deep_monte_carlo
@@ -44,10 +43,9 @@ def _check(net, routine, particles, replicates, method, eval_every, dtype, recor
     if not isinstance(routine, Routine):
         raise SpecError(f"routine must be a tp.Routine, got {type(routine).__name__}")
     check_compatible(net, routine)
-    for name, v, lo in (("particles", particles, 2), ("replicates", replicates, 1),
-                        ("eval_every", eval_every, 1)):
-        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo:
-            raise SpecError(f"{name} = {v!r} must be an int >= {lo}")
+    check_int(particles, "particles", 2)
+    check_int(replicates, "replicates")
+    check_int(eval_every, "eval_every")
     if method is not None and method not in METHODS:
         raise SpecError(f"method = {method!r}; choose one of {METHODS}")
     if method == "exact" and net.phi != "id":
@@ -153,8 +151,7 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
     k = _check(net, routine, particles, replicates, method, eval_every, dtype, record, backprop)
     if on_divergence not in ("raise", "stop"):
         raise SpecError(f"on_divergence = {on_divergence!r}; use 'raise' or 'stop'")
-    if isinstance(samples, bool) or not isinstance(samples, numbers.Integral) or samples < 1:
-        raise SpecError(f"samples = {samples!r} must be an int >= 1")
+    check_int(samples, "samples")
     started = time.perf_counter()
     T = routine.steps
     kernel_regime = k.regime in ("kernel", "trivial")
