@@ -163,27 +163,29 @@ def deep_monte_carlo(net, routine, switches, particles: int, rng, decoupled: boo
         return coef.T @ other.vec[:k]
 
     def forward(Xin, store: bool):
-        """Pre-activations h^1..h^L, each (m, N), for the input rows Xin (m, d).
+        """Pre-activations h^1..h^L and activations x^1..x^L, each (m, N), for inputs Xin.
 
         The m hats of a layer are drawn jointly, conditional on the stored
         training hats: for training items this equals drawing them one after
         the other, conditioning each on the previous ones.
         """
         hs = [Xin @ ZU.T]
+        xs = [phi.phi(hs[0], _NP)]
         for l in range(2, L + 1):
-            x = phi.phi(hs[-1], _NP)
+            x = xs[-1]
             hat, kappa, K0 = F[l].sample(x, rng)
             h = hat + correction(F[l], G[l], x, kappa, l)
             if store:
                 F[l].store(x, hat, kappa, K0)
             hs.append(h)
-        return hs
+            xs.append(phi.phi(h, _NP))
+        return hs, xs
 
     groups = np.array_split(np.arange(N), GROUPS)
 
-    def output(hL, step, with_se=False):
-        """f̊ for each row of hL (m, N) -> (m, d_out), and its batch-means error."""
-        contrib = alpha * phi.phi(hL, _NP)[:, :, None] * ZV[None]       # (m, N, do)
+    def output(xL, step, with_se=False):
+        """f̊ for each row of x^L (m, N) -> (m, d_out), and its batch-means error."""
+        contrib = alpha * xL[:, :, None] * ZV[None]                       # (m, N, do)
         f = contrib.mean(axis=1)
         if not np.all(np.isfinite(f)):
             raise DivergenceError(step, None, "output f")
@@ -201,31 +203,30 @@ def deep_monte_carlo(net, routine, switches, particles: int, rng, decoupled: boo
     x2 = np.full((T + 1, L, E), np.nan)
     dx2 = np.full((T + 1, L, E), np.nan)
     fk = np.full((T + 1, E, E), np.nan)
-    h0 = [None]
+    init = []                          # (h^l_0, x^l_0) on the eval inputs, from the first evaluation
 
     def evaluate(t):
         if t not in eval_steps:
             return
-        hs = forward(Xe, store=False)
-        if h0[0] is None:
-            h0[0] = hs
-        for l in range(L):
-            xv, x0 = phi.phi(hs[l], _NP), phi.phi(h0[0][l], _NP)
-            h2[t, l] = np.mean(hs[l] ** 2, axis=1)
-            dh2[t, l] = np.mean((hs[l] - h0[0][l]) ** 2, axis=1)
-            x2[t, l] = np.mean(xv ** 2, axis=1)
-            dx2[t, l] = np.mean((xv - x0) ** 2, axis=1)
-        f_eval[t], se[t] = output(hs[-1], t, with_se=True)
-        A = phi.phi(hs[-1], _NP)
-        fk[t] = A @ A.T / N
+        hs, xs = forward(Xe, store=False)
+        if not init:
+            init.extend(zip(hs, xs))
+        for l, ((h, x), (h0, x0)) in enumerate(zip(zip(hs, xs), init)):
+            h2[t, l] = np.mean(h ** 2, axis=1)
+            dh2[t, l] = np.mean((h - h0) ** 2, axis=1)
+            x2[t, l] = np.mean(x ** 2, axis=1)
+            dx2[t, l] = np.mean((x - x0) ** 2, axis=1)
+        f_eval[t], se[t] = output(xs[-1], t, with_se=True)
+        fk[t] = xs[-1] @ xs[-1].T / N
 
     completed, interrupted, diverged = 0, False, None
     try:
         evaluate(0)
         for t in range(T):
             Xb, Yb = routine.X[t * B:(t + 1) * B], Y[t * B:(t + 1) * B]
-            hs = forward(Xb, store=True)
-            fb = output(hs[-1], t)
+            hs, xs = forward(Xb, store=True)
+            xL = xs[-1]
+            fb = output(xL, t)
             f_train[t] = fb
             losses[t] = float(np.mean(loss.value(fb, Yb, np)))
             chi = loss.grad(fb, Yb, np) / B
@@ -236,7 +237,7 @@ def deep_monte_carlo(net, routine, switches, particles: int, rng, decoupled: boo
                 G[l].store(dh, hat, kappa, K0)
                 dh = dx * phi.dphi(hs[l - 2], _NP)
             ZU_new = ZU - eta[0] * dh.T @ Xb                              # δh^1 ξᵀ summed over i
-            ZV = ZV - eta[L] * alpha * phi.phi(hs[-1], _NP).T @ chi
+            ZV = ZV - eta[L] * alpha * xL.T @ chi
             ZU = ZU_new
             for l in range(2, L + 1):
                 npairs[l] += B
