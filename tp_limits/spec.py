@@ -127,6 +127,14 @@ class MLP:
         return tuple(2 * x + y for x, y in zip(a, c))
 
 
+def distinct_rows(A: np.ndarray) -> np.ndarray:
+    """The distinct rows of A in order of first appearance (rows compared bit for bit)."""
+    seen = {}
+    for i, row in enumerate(A):
+        seen.setdefault(row.tobytes(), i)
+    return A[sorted(seen.values())]
+
+
 def _as_matrix(a, name: str, dtype=np.float64) -> np.ndarray:
     try:
         arr = np.array(a, dtype=dtype)
@@ -175,8 +183,7 @@ class Routine:
         if steps * B > len(X):
             raise SpecError(f"steps * batch_size = {steps * B} exceeds the {len(X)} rows of X")
         if eval_inputs is None:
-            _, first = np.unique(X[: steps * B], axis=0, return_index=True)
-            eval_inputs = X[np.sort(first)]
+            eval_inputs = distinct_rows(X[: steps * B])
         E = _as_matrix(eval_inputs, "eval_inputs")
         if E.shape[1] != X.shape[1]:
             raise SpecError(f"eval_inputs have dimension {E.shape[1]} but X has {X.shape[1]}")

@@ -22,22 +22,18 @@ import numpy as np
 
 from ..errors import DivergenceError, SpecError
 from ..losses import get_loss
+from ..spec import distinct_rows
 from .kernels import nngp, ntk
 
 
 def kernel_points(routine) -> np.ndarray:
     """Distinct training inputs (first-seen order), then distinct new eval inputs."""
     X = routine.X[: routine.steps * routine.batch_size]
-    rows, seen = [], set()
-    for x in np.vstack([X, routine.eval_inputs]):
-        key = x.tobytes()
-        if key not in seen:
-            seen.add(key)
-            rows.append(x)
-    return np.array(rows)
+    return distinct_rows(np.vstack([X, routine.eval_inputs]))
 
 
 def _index(Z, A) -> np.ndarray:
+    """Row positions in Z of the rows of A (the bitwise match distinct_rows uses)."""
     lookup = {z.tobytes(): i for i, z in enumerate(Z)}
     return np.array([lookup[a.tobytes()] for a in A], dtype=int)
 
