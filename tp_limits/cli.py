@@ -5,6 +5,8 @@
     tp-limits classify sp --L 2 --c 1 --json     machine-readable
     tp-limits table --L 2                        TP4's Table 1
     tp-limits coord-check mup --L 2              finite-width coordinate check
+    tp-limits demo [--out DIR]                   the built-in experiment (main job)
+    tp-limits run experiment.toml [--out DIR]    a user's experiment file
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import json
 import sys
 
 from .abc import ABC, table
-from .abc.presets import PRESETS, mup, sp, ntp
+from .abc.presets import PRESETS, from_options, mup, ntp, sp
 from .errors import TPError
 
 
@@ -22,26 +24,12 @@ def _split(text: str) -> list:
 
 
 def _param_from_args(args) -> ABC:
-    if args.preset:
-        if args.a or args.b:
-            raise TPError("give either a preset name or --a/--b, not both")
-        kwargs = {}
-        if args.preset in ("sp", "ntp") and args.c is not None:
-            kwargs["c"] = args.c
-        elif args.c is not None:
-            raise TPError(f"--c applies to presets sp and ntp only, not {args.preset}")
-        if args.preset == "mup":
-            kwargs["form"] = args.form
-            kwargs["optimizer"] = args.optimizer
-        elif args.optimizer != "sgd" or args.form != "tp4":
-            raise TPError("--form/--optimizer apply to the mup preset only "
-                          "(use --a/--b/--c with --optimizer for others)")
-        return PRESETS[args.preset](args.L, **kwargs)
-    if not (args.a and args.b):
-        raise TPError("give a preset (sp, ntp, mfp, mup) or both --a and --b")
-    c = _split(args.c if args.c is not None else "0")
-    return ABC(_split(args.a), _split(args.b), c[0] if len(c) == 1 else c,
-               optimizer=args.optimizer, name=args.name or "")
+    c = None if args.c is None else _split(args.c)
+    if c is not None and len(c) == 1:
+        c = c[0]
+    return from_options(args.preset, args.L, args.a and _split(args.a),
+                        args.b and _split(args.b), c, args.form, args.optimizer,
+                        args.name or "")
 
 
 def _cmd_classify(args) -> int:
@@ -79,6 +67,44 @@ def _cmd_coord_check(args) -> int:
     return 0
 
 
+def _run_experiment(exp, out: str, executor) -> int:
+    from .experiment import console_table, run, write_report
+
+    print(f"{exp.name}\n  {exp.net.param.label}, L = {exp.net.L}, phi = {exp.net.phi}; "
+          f"{exp.routine.steps} steps; limit: {exp.limit['particles']:,} particles x "
+          f"{exp.limit['replicates']} replicates"
+          + (f"; finite: widths {list(exp.finite['widths'])} x {exp.finite['seeds']} seeds"
+             if exp.finite else ""))
+    res = run(exp, progress=True, executor=executor)
+    files = write_report(res, out)
+    print(console_table(res))
+    print(f"wrote {len(files)} files to {out}/ (summary.md, figures/, trajectories/)")
+    return 0
+
+
+def _cmd_demo(args) -> int:
+    from .experiment import build, demo_config
+
+    exp = build(demo_config(), source="built-in demo")
+    return _run_experiment(exp, args.out, "serial" if args.serial else None)
+
+
+def _cmd_run(args) -> int:
+    from .experiment import load, schema_markdown
+
+    if args.schema:
+        print(schema_markdown())
+        return 0
+    if args.config is None:
+        raise TPError("give an experiment file: tp-limits run experiment.toml")
+    exp = load(args.config)
+    if args.check:
+        print(f"{args.config}: valid ({exp.net.param.label}, L = {exp.net.L}, "
+              f"{exp.net.param.classify().regime})")
+        return 0
+    return _run_experiment(exp, args.out, "serial" if args.serial else None)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="tp-limits", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -113,6 +139,19 @@ def build_parser() -> argparse.ArgumentParser:
     pk.add_argument("--lr", type=float, default=0.5)
     pk.add_argument("--plot", help="write the coordinate-check figure to this PNG path")
     pk.set_defaults(func=_cmd_coord_check)
+
+    pd = sub.add_parser("demo", help="the built-in experiment: muP L=2 tanh, limit vs widths")
+    pd.add_argument("--out", default="tp_limits_demo", help="output folder (default %(default)s)")
+    pd.add_argument("--serial", action="store_true", help="no process pool")
+    pd.set_defaults(func=_cmd_demo)
+
+    pr = sub.add_parser("run", help="run an experiment file (TOML; see docs/cli.md)")
+    pr.add_argument("config", nargs="?", help="path of the experiment .toml")
+    pr.add_argument("--out", default="tp_limits_run", help="output folder (default %(default)s)")
+    pr.add_argument("--check", action="store_true", help="validate only, run nothing")
+    pr.add_argument("--schema", action="store_true", help="print the file schema and exit")
+    pr.add_argument("--serial", action="store_true", help="no process pool")
+    pr.set_defaults(func=_cmd_run)
     return ap
 
 

@@ -86,3 +86,34 @@ def mup(L: int = 1, form: str = "tp4", optimizer: str = "sgd") -> ABC:
 
 
 PRESETS = {"sp": sp, "ntp": ntp, "mfp": mfp, "mup": mup}
+
+
+def from_options(preset=None, L=None, a=None, b=None, c=None, form: str = "tp4",
+                 optimizer: str = "sgd", name: str = "") -> ABC:
+    """A parametrization from the options of the CLI and of experiment files.
+
+    Either a ``preset`` name with ``L`` (``c`` for sp/ntp; ``form`` and
+    ``optimizer`` for mup), or explicit ``a``, ``b`` and ``c`` (default 0).
+    """
+    if preset is not None:
+        if a is not None or b is not None:
+            raise InvalidParametrizationError("give either a preset name or a and b, not both")
+        if preset not in PRESETS:
+            raise InvalidParametrizationError(
+                f"unknown preset {preset!r}; choose one of {', '.join(sorted(PRESETS))}")
+        kwargs = {}
+        if c is not None:
+            if preset not in ("sp", "ntp"):
+                raise InvalidParametrizationError(
+                    f"c applies to presets sp and ntp only, not {preset}")
+            kwargs["c"] = c
+        if preset == "mup":
+            kwargs.update(form=form, optimizer=optimizer)
+        elif optimizer != "sgd" or form != "tp4":
+            raise InvalidParametrizationError(
+                "form/optimizer apply to the mup preset only (give a, b, c and the optimizer "
+                "for other parametrizations)")
+        return PRESETS[preset](L, **kwargs)
+    if a is None or b is None:
+        raise InvalidParametrizationError("give a preset (sp, ntp, mfp, mup) or both a and b")
+    return ABC(a, b, 0 if c is None else c, optimizer=optimizer, name=name)

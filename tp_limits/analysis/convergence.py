@@ -34,18 +34,26 @@ from ..finite.train import train_finite
 from ..limit.dispatch import simulate_limit
 from ..trajectory import Trajectory
 from .fits import width_exponent
+from .plotting import width_axis
 from .sweep import run_tasks
 
 
-def _finite_f_eval(net, routine, width, seed, kwargs):
-    return train_finite(net, routine, width, seed=seed, record=(), **kwargs).f_eval
+def _finite_run(net, routine, width, seed, kwargs, keep):
+    """The finite network's Trajectory (``keep``) or just its f_eval (saves transfer)."""
+    tr = train_finite(net, routine, width, seed=seed, **({} if keep else {"record": ()}),
+                      **kwargs)
+    return tr if keep else tr.f_eval
 
 
-def _finite_and_conditioned_limit(net, routine, width, seed, kwargs):
+def _finite_and_conditioned_limit(net, routine, width, seed, kwargs, keep):
     """A finite network and kernel gradient descent started from its own f_0."""
     f0 = initial_outputs(net, routine, width, seed=seed)
     lim = simulate_limit(net, routine, f0=f0)
-    return _finite_f_eval(net, routine, width, seed, kwargs), lim.f_eval
+    return _finite_run(net, routine, width, seed, kwargs, keep), lim.f_eval
+
+
+def _f_eval(out):
+    return out.f_eval if isinstance(out, Trajectory) else out
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,8 @@ class ConvergenceStudy:
     limit_error: float          # RMS of the limit's f_eval_se over the compared entries
     limit: Trajectory | None    # None when each network had its own conditioned limit
     conditioned: bool = False
+    runs: tuple = ()            # the finite Trajectories [width][seed] (keep_runs=True)
+    run_limits: tuple = ()      # conditioned: each run's own limit f_eval [width][seed]
 
     def table(self) -> Table:
         rows = [(str(n), f"{r:.3e}", f"{rs:.1e}", f"{b:.3e}", f"{bs:.1e}")
@@ -83,27 +93,32 @@ class ConvergenceStudy:
         else:
             fig = ax.figure
         n = np.array(self.widths, float)
-        ax.errorbar(n, self.rms, yerr=2 * self.rms_se, marker="o", capsize=3,
-                    label=f"RMS over seeds (slope {self.exponent:+.2f} ± {self.exponent_ci:.2f})")
-        ax.errorbar(n, self.bias, yerr=2 * self.bias_se, marker="s", capsize=3,
-                    label="seed-mean deviation")
+        ax.errorbar(n, self.rms, yerr=_log_bars(self.rms, 2 * self.rms_se), marker="o",
+                    capsize=3, label=f"RMS over seeds (slope {self.exponent:+.2f} "
+                                     f"± {self.exponent_ci:.2f})")
+        ax.errorbar(n, self.bias, yerr=_log_bars(self.bias, 2 * self.bias_se), marker="s",
+                    capsize=3, label="seed-mean deviation")
         ref = self.rms[0] * (n / n[0]) ** -0.5
-        ax.plot(n, ref, "k--", label="reference slope -1/2")
+        ax.plot(n, ref, "k--", label="predicted slope -1/2")
         if self.limit_error > 0:
             ax.axhline(self.limit_error, color="gray", ls=":", label="limit Monte Carlo error")
-        ax.set_xscale("log")
+        width_axis(ax, self.widths)
         ax.set_yscale("log")
-        ax.set_xlabel("width n")
-        ax.set_ylabel("|f_n - f_limit| on eval inputs")
+        ax.set_ylabel("|f_n - f_limit| on eval inputs (bars: 2 SE)")
         ax.set_title(f"convergence to the limit: {self.label}")
         ax.legend(fontsize=8)
         return fig
 
 
+def _log_bars(y, half):
+    """Error bars for a log axis: a lower bar reaching zero is cut at y/10."""
+    return np.vstack([np.minimum(half, 0.9 * y), half])
+
+
 def convergence(net, routine, widths, seeds: int = 8, particles: int = 1_000_000,
                 steps=None, limit: Trajectory | None = None, executor=None,
                 progress: bool = False, limit_kwargs=None, conditioned: bool | None = None,
-                **train_kwargs) -> ConvergenceStudy:
+                keep_runs: bool = False, **train_kwargs) -> ConvergenceStudy:
     """Train finite networks at ``widths`` x ``seeds`` and measure their distance to the limit.
 
     ``limit`` may be a precomputed limit Trajectory; otherwise
@@ -111,7 +126,8 @@ def convergence(net, routine, widths, seeds: int = 8, particles: int = 1_000_000
     run.  ``steps`` are the steps t compared (default 1..T).  ``executor``:
     None (process pool), 'serial', or a concurrent.futures.Executor.
     ``conditioned``: compare each network with the limit started from its own
-    f_0 (default: exactly when the limit's f_0 is random).
+    f_0 (default: exactly when the limit's f_0 is random).  ``keep_runs``:
+    keep every finite Trajectory (with its statistics) in ``study.runs``.
     """
     widths = tuple(sorted(int(w) for w in widths))
     if len(widths) < 2 or len(set(widths)) != len(widths):
@@ -128,12 +144,13 @@ def convergence(net, routine, widths, seeds: int = 8, particles: int = 1_000_000
         conditioned = k.regime in ("kernel", "trivial") and k.f0_law == "gp"
     if conditioned and k.regime not in ("kernel", "trivial"):
         raise SpecError("conditioned=True applies to kernel-regime and trivial limits only")
-    tasks = [(net, routine, w, s, train_kwargs) for w in widths for s in seeds]
+    tasks = [(net, routine, w, s, train_kwargs, keep_runs) for w in widths for s in seeds]
     shape = (len(widths), len(seeds), len(steps), len(routine.eval_inputs), net.d_out)
     if conditioned:
         outs = run_tasks(_finite_and_conditioned_limit, tasks, executor=executor,
                          progress=progress, desc="finite networks + conditioned limits")
-        F = np.array([o[0][list(steps)] for o in outs]).reshape(shape)
+        finite = [o[0] for o in outs]
+        own_limits = [o[1] for o in outs]
         ref = np.array([o[1][list(steps)] for o in outs]).reshape(shape)
         limit_error = 0.0
     else:
@@ -146,12 +163,13 @@ def convergence(net, routine, widths, seeds: int = 8, particles: int = 1_000_000
         if not np.all(np.isfinite(limit.f_eval[list(steps)])):
             raise SpecError("the limit was not evaluated at every compared step "
                             "(simulate it with eval_every=1)")
-        outs = run_tasks(_finite_f_eval, tasks, executor=executor, progress=progress,
-                         desc="finite networks")
-        F = np.array([o[list(steps)] for o in outs]).reshape(shape)
+        finite = run_tasks(_finite_run, tasks, executor=executor, progress=progress,
+                           desc="finite networks")
         ref = np.broadcast_to(limit.f_eval[list(steps)], shape)
         se = limit.f_eval_se
         limit_error = float(np.sqrt(np.mean(se[list(steps)] ** 2))) if se is not None else 0.0
+        own_limits = []
+    F = np.array([_f_eval(o)[list(steps)] for o in finite]).reshape(shape)
     dev = F - ref
     axes = tuple(range(2, dev.ndim))
     e = np.sqrt(np.mean(dev ** 2, axis=axes))                           # (W, S)
@@ -163,5 +181,9 @@ def convergence(net, routine, widths, seeds: int = 8, particles: int = 1_000_000
     dev_se = dev.std(axis=1, ddof=1) / math.sqrt(S)
     bias_se = np.sqrt(np.mean(dev_se ** 2, axis=tuple(range(1, dev_se.ndim))))
     exponent, ci = width_exponent(widths, e)
+    def per_width(items):
+        return tuple(tuple(items[i * S:(i + 1) * S]) for i in range(len(widths))) \
+            if keep_runs and items else ()
     return ConvergenceStudy(net.param.label, widths, seeds, steps, rms, rms_se, bias, bias_se,
-                            e, exponent, ci, limit_error, limit, conditioned)
+                            e, exponent, ci, limit_error, limit, conditioned, per_width(finite),
+                            per_width(own_limits))

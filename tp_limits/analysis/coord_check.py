@@ -23,6 +23,7 @@ from ..errors import SpecError
 from ..finite.train import train_finite
 from ..spec import MLP, Routine
 from .fits import width_exponent
+from .plotting import width_axis
 from .sweep import run_tasks
 
 #: quantity -> (stats key, layers "hidden" | "all" | "output")
@@ -162,9 +163,8 @@ class CoordCheck:
                     ng = math.exp(np.mean(np.log(n)))
                     ax.plot(n, anchor * (n / ng) ** f.predicted, "--",
                             color=line[0].get_color(), alpha=0.7)
-            ax.set_xscale("log")
+            width_axis(ax, self.widths)
             ax.set_yscale("log")
-            ax.set_xlabel("width n")
             ax.set_ylabel(q)
             ax.set_title(f"{q} at t = {tq}", fontsize=10)
             ax.legend(fontsize=7)

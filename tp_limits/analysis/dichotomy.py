@@ -21,6 +21,7 @@ from ..finite.train import train_finite
 from ..limit.dispatch import simulate_limit
 from ..spec import MLP
 from .fits import width_exponent
+from .plotting import width_axis
 from .sweep import run_tasks
 
 
@@ -95,9 +96,8 @@ class DichotomyStudy:
             else:
                 ax.plot(n, v.mean(axis=1)[0] * (n / n[0]) ** -1.0, "k:",
                         label="slope -1 (limit: 0, features frozen)")
-            ax.set_xscale("log")
+            width_axis(ax, self.widths)
             ax.set_yscale("log")
-            ax.set_xlabel("width n")
             ax.set_ylabel("feature-kernel change at t = T")
             ax.legend(fontsize=7)
         fig.suptitle("dynamical dichotomy: kernel regime vs feature learning", fontsize=11)

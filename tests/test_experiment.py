@@ -1,0 +1,165 @@
+"""Experiment files (`tp-limits run`), the built-in demo (`tp-limits demo`) and their reports."""
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tp_limits as tp
+from tp_limits.cli import main
+from tp_limits.experiment import (SCHEMA, ExperimentError, build, demo_config, load,
+                                  schema_markdown, validate)
+from tp_limits.experiment.data import GENERATORS
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE_TOMLS = sorted((ROOT / "examples" / "experiments").glob("*.toml"))
+
+SMALL = {
+    "parametrization": {"preset": "mup", "L": 2},
+    "data": {"generator": "d1"},
+    "routine": {"lr": 0.5, "steps": 3},
+    "limit": {"particles": 20_000, "replicates": 2},
+    "finite": {"widths": [64, 128], "seeds": 2, "parallel": False},
+}
+
+
+def with_(cfg, section, **kv):
+    out = copy.deepcopy(cfg)
+    out.setdefault(section, {}).update(kv)
+    return out
+
+
+@pytest.mark.parametrize("cfg, words", [
+    (with_(SMALL, "model", phy="tanh"), ["model.phy", "did you mean 'phi'"]),
+    (with_(SMALL, "finite", widhts=[1, 2]), ["finite.widhts", "widths"]),
+    ({**SMALL, "limt": {}}, ["[limt]", "did you mean 'limit'"]),
+    (with_(SMALL, "routine", lr="fast"), ["routine.lr", "a number", "'fast'"]),
+    (with_(SMALL, "finite", seeds=2.5), ["finite.seeds", "an integer"]),
+    (with_(SMALL, "finite", widths=[256]), ["finite.widths", "two distinct"]),
+    (with_(SMALL, "limit", particles=True), ["limit.particles", "an integer"]),
+    ({k: v for k, v in SMALL.items() if k != "routine"}, ["missing section [routine]"]),
+    (with_(SMALL, "routine", lr=None) | {"routine": {"steps": 3}}, ["routine.lr", "required"]),
+    (with_(SMALL, "data", X=[[1.0, 0.0]]), ["exactly one of generator, file, or X"]),
+    (with_(SMALL, "parametrization", a=[0, 0, 0]), ["either preset", "not both"]),
+])
+def test_schema_errors_name_the_key(cfg, words):
+    with pytest.raises(ExperimentError) as exc:
+        validate(cfg)
+    for w in words:
+        assert w in str(exc.value)
+
+
+def test_defaults_filled_and_schema_documented():
+    cfg = validate(SMALL)
+    assert cfg["model"]["phi"] == "tanh" and cfg["routine"]["batch_size"] == 1
+    assert set(cfg) == set(SCHEMA)
+    table = schema_markdown()
+    cli_doc = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    for section, keys in SCHEMA.items():
+        for key in keys:
+            assert f"`{section}.{key}`" in table
+            assert f"`{section}.{key}`" in cli_doc, f"docs/cli.md misses {section}.{key}"
+
+
+def test_unstable_and_bad_values_fail_before_any_work():
+    with pytest.raises(ExperimentError, match=r"(?s)parametrization SP .*unstable"):
+        build(with_(SMALL, "parametrization", preset="sp"))
+    with pytest.raises(ExperimentError, match="unknown nonlinearity|phi"):
+        build(with_(SMALL, "model", phi="swish"))
+    with pytest.raises(ExperimentError, match="not built in"):
+        build(with_(SMALL, "data", generator="mnist"))
+    bad = copy.deepcopy(SMALL)
+    bad["data"] = {"X": [[1.0, 0.0], [0.5, float("nan")]], "Y": [[1.0], [0.0]]}
+    with pytest.raises(ExperimentError, match="NaN"):
+        build(bad)
+
+
+def test_cli_reports_errors_with_status_2(tmp_path, capsys):
+    f = tmp_path / "bad.toml"
+    f.write_text('[parametrization]\npreset = "mup"\nL = 2\n[data]\ngenerator = "d1"\n'
+                 '[routine]\nlr = 0.5\nbatchsize = 2\n')
+    assert main(["run", str(f), "--check"]) == 2
+    assert "routine.batchsize" in capsys.readouterr().err
+    f.write_text('[parametrization]\npreset = "sp"\nL = 3\n[data]\ngenerator = "d1"\n'
+                 '[routine]\nlr = 0.5\n')
+    assert main(["run", str(f), "--check"]) == 2
+    err = capsys.readouterr().err
+    assert "SP" in err and "unstable" in err
+    f.write_text("[routine\nlr = 0.5\n")
+    assert main(["run", str(f)]) == 2
+    assert "not valid TOML" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", sorted(GENERATORS))
+def test_generators_are_deterministic_and_finite(name):
+    d_out = 3 if name == "blobs" else 1
+    a = GENERATORS[name](12, 2, d_out, 3, 0.1, 5)
+    b = GENERATORS[name](12, 2, d_out, 3, 0.1, 5)
+    for x, y in zip(a, b):
+        assert np.array_equal(x, y) and np.all(np.isfinite(x))
+    assert a[0].shape == (12, 2) and len(a[1]) == 12 and a[2].shape == (3, 2)
+
+
+def test_data_from_npz_and_npy_files(tmp_path):
+    X = np.array([[1.0, 0.0], [0.6, 0.8]])
+    Y = np.array([[1.0], [-1.0]])
+    np.savez(tmp_path / "d.npz", X=X, Y=Y)
+    np.save(tmp_path / "x.npy", X)
+    np.save(tmp_path / "y.npy", Y)
+    base = {k: v for k, v in SMALL.items() if k not in ("data", "routine")}
+    base["routine"] = {"lr": 0.5}
+    e1 = build(base | {"data": {"file": "d.npz"}}, base=tmp_path)
+    e2 = build(base | {"data": {"X": "x.npy", "Y": "y.npy"}}, base=tmp_path)
+    e3 = build(base | {"data": {"X": X.tolist(), "Y": Y.tolist()}})
+    for e in (e1, e2, e3):
+        assert np.array_equal(e.routine.X, X) and e.routine.steps == 2
+    with pytest.raises(ExperimentError, match="data.file"):
+        build(base | {"data": {"file": "missing.npz"}}, base=tmp_path)
+
+
+def test_experiment_builds_the_same_problem_as_the_python_api():
+    exp = build(SMALL)
+    assert exp.net == tp.MLP(tp.mup(2), d_in=2, d_out=1, phi="tanh")
+    assert exp.routine.steps == 3 and exp.routine.lr == 0.5
+
+
+@pytest.mark.parametrize("path", EXAMPLE_TOMLS, ids=[p.stem for p in EXAMPLE_TOMLS])
+def test_example_experiment_files_run(path, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--out", str(out), "--serial"]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    exp = load(path)
+    c = s["convergence"]
+    assert c["widths"] == list(exp.finite["widths"])
+    assert np.all(np.isfinite(c["rms"])) and np.isfinite(c["exponent"])
+    # the largest width is closer to the limit than the smallest
+    assert c["rms"][-1] < c["rms"][0]
+    for f in ("summary.md", "figures/outputs.png", "figures/convergence.png",
+              "figures/overview.png", "figures/loss.png", "trajectories/limit.npz"):
+        assert (out / f).stat().st_size > 0, f
+    lim = tp.Trajectory.load(out / "trajectories" / "limit.npz")
+    assert np.allclose(lim.f_eval[-1], s["limit"]["f_final"])
+    runs = list((out / "trajectories").glob("finite_*.npz"))
+    assert len(runs) == len(exp.finite["widths"]) * exp.finite["seeds"]
+
+
+@pytest.mark.slow
+def test_demo_main_job(tmp_path, capsys):
+    """`tp-limits demo` as README runs it: files written, n^{-1/2} recovered."""
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "width exponent" in printed
+    s = json.loads((out / "summary.json").read_text())
+    c = s["convergence"]
+    assert s["classification"]["regime"] == "feature_learning"
+    assert len(c["widths"]) >= 4
+    # the limit's own error is well below the finite networks' distance to it
+    assert c["limit_error"] < 0.5 * min(c["rms"])
+    assert abs(c["exponent"] + 0.5) <= max(c["exponent_ci95"], 0.1)
+    md = (out / "summary.md").read_text()
+    assert "Fitted width exponent" in md
+    cfg = demo_config()
+    assert len(list((out / "trajectories").glob("finite_*.npz"))) == \
+        len(cfg["finite"]["widths"]) * cfg["finite"]["seeds"]

@@ -1,0 +1,103 @@
+"""Data for experiment files: built-in generators, inline arrays and NumPy files.
+
+Generators (all deterministic for a given ``seed``):
+
+* ``teacher``: inputs uniform on the unit sphere S^{d_in - 1}; targets
+  y_k = sin(2 u_k·ξ) + noise·ε with fixed random unit vectors u_k — a smooth
+  regression task whose inputs have O(1) norm, as the limit theory assumes;
+* ``blobs``: d_out classes with centres on the unit sphere, inputs
+  centre + noise·ε, integer labels (for ``xent``);
+* ``d1``: the spec's data D1 (docs/theory.md §9), repeated to fill the steps.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .schema import ExperimentError
+
+
+def _sphere(rng, rows: int, d: int) -> np.ndarray:
+    x = rng.standard_normal((rows, d))
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def teacher(rows: int, d_in: int, d_out: int, n_eval: int, noise: float, seed: int):
+    """(X, Y, eval_inputs) of the sphere regression task."""
+    rng = np.random.default_rng(seed)
+    U = _sphere(rng, d_out, d_in)
+    X = _sphere(rng, rows, d_in)
+    Y = np.sin(2 * X @ U.T) + noise * rng.standard_normal((rows, d_out))
+    return X, Y, _sphere(rng, n_eval, d_in)
+
+
+def blobs(rows: int, d_in: int, classes: int, n_eval: int, noise: float, seed: int):
+    """(X, labels, eval_inputs): Gaussian blobs around unit-sphere centres."""
+    if classes < 2:
+        raise ExperimentError("data.d_out is the number of classes for 'blobs'; it must be >= 2")
+    rng = np.random.default_rng(seed)
+    centres = _sphere(rng, classes, d_in)
+    labels = rng.integers(0, classes, rows)
+    X = centres[labels] + noise * rng.standard_normal((rows, d_in))
+    return X, labels, centres[np.arange(n_eval) % classes]
+
+
+def d1(rows: int, d_in: int, d_out: int, n_eval: int, noise: float, seed: int):
+    """The spec's D1: ((1,0), 1), ((0.6,0.8), -1), ((1,0), 1), repeated."""
+    if (d_in, d_out) != (2, 1):
+        raise ExperimentError("data 'd1' has d_in = 2 and d_out = 1; leave those keys out")
+    X = np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 0.0]])
+    Y = np.array([[1.0], [-1.0], [1.0]])
+    reps = -(-rows // 3)
+    return np.tile(X, (reps, 1))[:rows], np.tile(Y, (reps, 1))[:rows], \
+        np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 1.0]])
+
+
+GENERATORS = {"teacher": teacher, "blobs": blobs, "d1": d1}
+DEFAULT_GENERATED_STEPS = 16
+
+
+def _array(value, key: str, base: Path) -> np.ndarray:
+    if isinstance(value, str):
+        path = (base / value).expanduser()
+        if path.suffix != ".npy":
+            raise ExperimentError(f"data.{key} = {value!r}: a file given here must be a .npy "
+                                  "array (use data.file for an .npz)")
+        try:
+            return np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise ExperimentError(f"data.{key}: cannot read {path}: {exc}") from None
+    return np.asarray(value)
+
+
+def load_data(data: dict, routine: dict, base: Path):
+    """(X, Y, eval_inputs or None, steps) from a validated [data] section.
+
+    Relative paths are resolved against ``base`` (the experiment file's folder).
+    """
+    B = routine["batch_size"]
+    steps = routine["steps"]
+    if data["generator"] is not None:
+        gen = GENERATORS.get(data["generator"])
+        if gen is None:
+            raise ExperimentError(f"data.generator = {data['generator']!r} is not built in; "
+                                  f"choose one of {', '.join(GENERATORS)}")
+        steps = steps or DEFAULT_GENERATED_STEPS
+        X, Y, E = gen(steps * B, data["d_in"], data["d_out"], data["n_eval"], data["noise"],
+                      data["seed"])
+        return X, Y, E, steps
+    if data["file"] is not None:
+        path = (base / data["file"]).expanduser()
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+        except (OSError, ValueError) as exc:
+            raise ExperimentError(f"data.file: cannot read {path}: {exc}") from None
+        missing = {"X", "Y"} - set(arrays)
+        if missing:
+            raise ExperimentError(f"data.file {path} must hold arrays X and Y "
+                                  f"(missing {sorted(missing)})")
+        return arrays["X"], arrays["Y"], arrays.get("eval_inputs"), steps
+    E = None if data["eval_inputs"] is None else _array(data["eval_inputs"], "eval_inputs", base)
+    return _array(data["X"], "X", base), _array(data["Y"], "Y", base), E, steps

@@ -1,0 +1,246 @@
+"""Write an experiment's results: Trajectories, figures (PNG), summary (Markdown + JSON).
+
+Layout of the output folder::
+
+    summary.md  summary.json  config.json
+    figures/outputs.png       f_t on each evaluation input: limit ± 2 SE and finite widths
+    figures/convergence.png   |f_n - f_limit| against n, log-log, reference slope -1/2
+    figures/loss.png          training loss: limit and finite widths
+    figures/overview.png      the first two side by side (the README picture)
+    trajectories/limit.npz    trajectories/finite_n{width}_seed{seed}.npz
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ..abc.table import Table
+from .runner import ExperimentResult
+
+MAX_PANELS = 4
+
+
+def _width_colours(widths):
+    import matplotlib.pyplot as plt
+    cmap = plt.get_cmap("viridis")
+    return [cmap(0.85 * i / max(1, len(widths) - 1)) for i in range(len(widths))]
+
+
+def plot_outputs(res: ExperimentResult, j: int = 0, ax=None, output: int = 0):
+    """f_t(ζ_j): the limit (black, ±2 SE band) and the seed mean of each width (±2 SE)."""
+    import matplotlib.pyplot as plt
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 4.2))
+    lim = res.limit
+    t = np.arange(lim.f_eval.shape[0])
+    study = res.study
+    if study is not None:
+        for n, runs, col in zip(study.widths, study.runs, _width_colours(study.widths)):
+            f = np.array([r.f_eval[:, j, output] for r in runs])
+            mean, se = f.mean(0), f.std(0, ddof=1) / math.sqrt(len(f))
+            ax.errorbar(t, mean, yerr=2 * se, color=col, lw=1, capsize=2, marker=".",
+                        label=f"n = {n} (mean of {len(f)} seeds)")
+    mu = lim.f_eval[:, j, output]
+    se = lim.f_eval_se[:, j, output] if lim.f_eval_se is not None else np.zeros_like(mu)
+    ax.plot(t, mu, "k-", lw=2, label="infinite-width limit")
+    ax.fill_between(t, mu - 2 * se, mu + 2 * se, color="k", alpha=0.2, label="limit ± 2 SE")
+    zeta = ", ".join(f"{x:.2f}" for x in res.experiment.routine.eval_inputs[j])
+    ax.set_xlabel("SGD step t")
+    ax.set_ylabel(f"f_t(ζ{j}), output {output}")
+    ax.set_title(f"output on ζ{j} = ({zeta})")
+    ax.legend(fontsize=7)
+    return ax.figure
+
+
+def plot_deviation(res: ExperimentResult, j: int = 0, ax=None, output: int = 0):
+    """f^{(n)}_t(ζ_j) − f̊_t(ζ_j): per width, the band mean ± one std over seeds.
+
+    The bands shrink towards the limit's own ±2 SE band as n grows (width
+    ~ n^{-1/2} by docs/theory.md §7.2).  When the limit is random through
+    f_0 each run is compared with the limit started from its own f_0.
+    """
+    import matplotlib.pyplot as plt
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 4.2))
+    lim = res.limit
+    t = np.arange(lim.f_eval.shape[0])
+    study = res.study
+    own = study.run_limits or [[lim.f_eval] * len(r) for r in study.runs]
+    for n, runs, refs, col in zip(study.widths, study.runs, own, _width_colours(study.widths)):
+        dev = np.array([r.f_eval[:, j, output] - f[:, j, output] for r, f in zip(runs, refs)])
+        mean, sd = dev.mean(0), dev.std(0, ddof=1)
+        ax.fill_between(t, mean - sd, mean + sd, color=col, alpha=0.35,
+                        label=f"n = {n}: mean ± sd over {len(dev)} seeds")
+    if not study.conditioned and lim.f_eval_se is not None:
+        se = lim.f_eval_se[:, j, output]
+        ax.fill_between(t, -2 * se, 2 * se, color="k", alpha=0.6, label="limit ± 2 SE")
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xlabel("SGD step t")
+    ax.set_ylabel(f"f_t(ζ{j}) − limit, output {output}")
+    ax.set_title(f"finite minus limit on ζ{j}"
+                 + (" (each from its own f_0)" if study.conditioned else ""))
+    ax.legend(fontsize=7)
+    return ax.figure
+
+
+def plot_loss(res: ExperimentResult, ax=None):
+    """Mean training loss per step: the limit and the seed mean of each width."""
+    import matplotlib.pyplot as plt
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 4.2))
+    t = np.arange(res.limit.steps)
+    if res.study is not None:
+        for n, runs, col in zip(res.study.widths, res.study.runs,
+                                _width_colours(res.study.widths)):
+            ax.plot(t, np.mean([r.loss for r in runs], axis=0), color=col, marker=".",
+                    lw=1, label=f"n = {n}")
+    ax.plot(t, res.limit.loss, "k-", lw=2, label="infinite-width limit")
+    ax.set_yscale("log")
+    ax.set_xlabel("SGD step t")
+    ax.set_ylabel(f"training loss ({res.experiment.routine.loss}) on the step's batch")
+    ax.set_title("training loss")
+    ax.legend(fontsize=7)
+    return ax.figure
+
+
+def _figures(res: ExperimentResult, folder: Path) -> list:
+    import matplotlib.pyplot as plt
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+
+    def save(fig, name):
+        fig.tight_layout()
+        fig.savefig(folder / name, dpi=110)
+        plt.close(fig)
+        written.append(f"figures/{name}")
+
+    E = min(MAX_PANELS, res.limit.f_eval.shape[1])
+    fig, axes = plt.subplots(1, E, figsize=(4.6 * E, 4.0), squeeze=False)
+    for j in range(E):
+        plot_outputs(res, j, axes[0, j])
+    save(fig, "outputs.png")
+    fig, ax = plt.subplots(figsize=(5.5, 4.2))
+    save(plot_loss(res, ax), "loss.png")
+    if res.study is not None:
+        save(res.study.plot(), "convergence.png")
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4.3))
+        plot_outputs(res, 0, axes[0])
+        plot_deviation(res, 0, axes[1])
+        res.study.plot(axes[2])
+        fig.suptitle(res.experiment.name)
+        save(fig, "overview.png")
+    return written
+
+
+def _trajectories(res: ExperimentResult, folder: Path) -> list:
+    folder.mkdir(parents=True, exist_ok=True)
+    res.limit.save(folder / "limit.npz")
+    written = ["trajectories/limit.npz"]
+    if res.study is not None:
+        for n, runs in zip(res.study.widths, res.study.runs):
+            for s, tr in zip(res.study.seeds, runs):
+                name = f"finite_n{n}_seed{s}.npz"
+                tr.save(folder / name)
+                written.append(f"trajectories/{name}")
+    return written
+
+
+def summary(res: ExperimentResult) -> dict:
+    """The machine-readable summary (what summary.json holds)."""
+    exp, k, study = res.experiment, res.classification, res.study
+    T = res.limit.steps
+    out = {
+        "name": exp.name, "description": exp.description, "source": exp.source,
+        "classification": k.to_dict(),
+        "model": {"phi": exp.net.phi, "L": exp.net.L, "d_in": exp.net.d_in,
+                  "d_out": exp.net.d_out, "sigma": list(exp.net.sigma),
+                  "lr_mult": list(exp.net.lr_mult)},
+        "routine": {"steps": T, "batch_size": exp.routine.batch_size, "lr": exp.routine.lr,
+                    "loss": exp.routine.loss, "eval_inputs": exp.routine.eval_inputs.tolist()},
+        "limit": {"engine": res.limit.meta.get("engine"), "method": res.limit.meta.get("method"),
+                  "se_method": res.limit.meta.get("se_method"),
+                  "f_final": res.limit.f_eval[T].tolist(),
+                  "f_final_se": None if res.limit.f_eval_se is None
+                  else res.limit.f_eval_se[T].tolist(),
+                  **{key: exp.limit[key] for key in ("particles", "replicates", "seed")}},
+        "wall_time_s": res.wall_time_s,
+    }
+    if study is not None:
+        out["convergence"] = {
+            "widths": list(study.widths), "seeds": len(study.seeds),
+            "rms": study.rms.tolist(), "rms_se": study.rms_se.tolist(),
+            "bias": study.bias.tolist(), "bias_se": study.bias_se.tolist(),
+            "exponent": study.exponent, "exponent_ci95": study.exponent_ci,
+            "predicted_exponent": -0.5, "limit_error": study.limit_error,
+            "conditioned_on_f0": study.conditioned,
+            "consistent_with_prediction": bool(abs(study.exponent + 0.5) <= study.exponent_ci),
+        }
+    return out
+
+
+def _markdown(res: ExperimentResult, s: dict, files: list) -> str:
+    exp, k = res.experiment, res.classification
+    lines = [f"# {exp.name}", ""]
+    if exp.description:
+        lines += [exp.description, ""]
+    lines += [
+        f"Parametrization **{k.parametrization.label}** (L = {k.L}): regime "
+        f"**{k.regime}**, r = {k.r}; layers updated maximally: "
+        f"{', '.join(str(l + 1) for l, m in enumerate(k.updated_maximally) if m) or 'none'}.",
+        f"Network: φ = {exp.net.phi}, d_in = {exp.net.d_in}, d_out = {exp.net.d_out}. "
+        f"Routine: {s['routine']['steps']} SGD steps, batch {exp.routine.batch_size}, "
+        f"η = {exp.routine.lr}, loss {exp.routine.loss}.",
+        f"Limit: {s['limit']['engine']} ({s['limit']['method']}), "
+        f"{exp.limit['particles']:,} particles × {exp.limit['replicates']} replicates; "
+        f"error bars: {s['limit']['se_method']}.", ""]
+    T = s["routine"]["steps"]
+    rows = []
+    for j, zeta in enumerate(exp.routine.eval_inputs):
+        f = res.limit.f_eval[T, j]
+        se = res.limit.f_eval_se[T, j] if res.limit.f_eval_se is not None else 0 * f
+        rows.append((f"ζ{j} = ({', '.join(f'{x:.3g}' for x in zeta)})",
+                     ", ".join(f"{a:+.5f} ± {b:.1e}" for a, b in zip(f, se))))
+    lines += [f"## Limit after {T} steps", "", Table(("input", "f_T ± SE"), tuple(rows)).markdown(),
+              ""]
+    if res.study is not None:
+        c = s["convergence"]
+        verdict = "consistent with" if c["consistent_with_prediction"] else "differs from"
+        lines += ["## Finite networks against the limit", "",
+                  res.study.table().markdown(), "",
+                  f"Fitted width exponent of the RMS error: **{c['exponent']:+.3f} ± "
+                  f"{c['exponent_ci95']:.3f}** (95 %), {verdict} the predicted −1/2.", ""]
+    lines += ["## Wall time", "", ", ".join(f"{k_}: {v:.1f} s"
+                                             for k_, v in res.wall_time_s.items()), "",
+              "## Files", ""] + [f"- `{f}`" for f in files if "/finite_" not in f]
+    finite = [f for f in files if "/finite_" in f]
+    if finite:
+        lines.append(f"- `trajectories/finite_n{{width}}_seed{{seed}}.npz` ({len(finite)} files)")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def write_report(res: ExperimentResult, out) -> list:
+    """Write every output into folder ``out``; returns the relative paths written."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    files = _figures(res, out / "figures") + _trajectories(res, out / "trajectories")
+    files += ["summary.md", "summary.json", "config.json"]
+    s = summary(res)
+    (out / "summary.json").write_text(json.dumps(s, indent=2, default=str), encoding="utf-8")
+    (out / "config.json").write_text(json.dumps(res.experiment.config, indent=2, default=str),
+                                     encoding="utf-8")
+    (out / "summary.md").write_text(_markdown(res, s, files), encoding="utf-8")
+    return files
+
+
+def console_table(res: ExperimentResult) -> str:
+    """The short table printed at the end of a run."""
+    if res.study is None:
+        s = summary(res)["limit"]
+        return f"limit f_T = {s['f_final']} ± {s['f_final_se']}"
+    c = res.study
+    return (f"{c.table().text()}\n"
+            f"width exponent {c.exponent:+.3f} ± {c.exponent_ci:.3f} (predicted -0.5)")

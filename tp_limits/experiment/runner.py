@@ -1,0 +1,148 @@
+"""Experiment files: parse, build the shared problem description, run both engines.
+
+The data flow is the library's own: the [parametrization] and [model]
+sections make one :class:`~tp_limits.MLP`, [data] and [routine] one
+:class:`~tp_limits.Routine`; that single description feeds
+:func:`~tp_limits.simulate_limit` and, through
+:func:`~tp_limits.convergence`, :func:`~tp_limits.train_finite` at every
+width and seed.  Everything is checked — schema, arrays, stability — before
+any simulation starts.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+try:
+    import tomllib
+except ModuleNotFoundError:      # Python 3.10
+    import tomli as tomllib
+
+from ..abc.presets import from_options
+from ..analysis.convergence import ConvergenceStudy, convergence
+from ..errors import TPError
+from ..limit.dispatch import simulate_limit
+from ..spec import MLP, Routine
+from ..trajectory import Trajectory
+from .data import load_data
+from .schema import ExperimentError, validate
+
+DEMO_FILE = "demo.toml"
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A validated experiment: the shared problem description and engine settings."""
+
+    name: str
+    description: str
+    net: MLP
+    routine: Routine
+    limit: dict                  # simulate_limit keyword arguments
+    finite: dict                 # widths, seeds, backend, parallel; {} when disabled
+    source: str                  # where the configuration came from
+    config: dict = field(repr=False, default_factory=dict)   # the resolved configuration
+
+
+@dataclass(frozen=True)
+class ExperimentResult:
+    experiment: Experiment
+    classification: object
+    limit: Trajectory | None
+    study: ConvergenceStudy | None
+    wall_time_s: dict
+
+
+def read_toml(path) -> dict:
+    """Parse a TOML file; syntax errors become an ExperimentError with the position."""
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ExperimentError(f"no experiment file at {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ExperimentError(f"{path} is not valid TOML: {exc}") from None
+
+
+def demo_config() -> dict:
+    """The built-in demo experiment (μP, L = 2, tanh regression) as a parsed TOML dict."""
+    text = resources.files(__package__).joinpath(DEMO_FILE).read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+def _d_out(data: dict, Y: np.ndarray) -> int:
+    Y = np.asarray(Y)
+    if Y.ndim == 1 and np.issubdtype(Y.dtype, np.integer):      # class labels
+        return data["d_out"] if data["generator"] is not None else int(Y.max(initial=0)) + 1
+    return 1 if Y.ndim == 1 else Y.shape[1]
+
+
+def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
+    """Validate ``config`` and build the experiment (no simulation yet).
+
+    Stops with an :class:`ExperimentError` naming the key at fault, or with a
+    message naming an unstable parametrization — before any work starts.
+    """
+    cfg = validate(config)
+    p, m, r = cfg["parametrization"], cfg["model"], cfg["routine"]
+    try:
+        param = from_options(**p)
+        X, Y, E, steps = load_data(cfg["data"], r, Path(base))
+        net = MLP(param, d_in=np.shape(X)[1] if np.ndim(X) == 2 else 1, d_out=_d_out(cfg["data"], Y),
+                  phi=m["phi"], sigma=m["sigma"], lr_mult=m["lr_mult"],
+                  readout_multiplier=m["readout_multiplier"], output_scale=m["output_scale"])
+        routine = Routine(X, Y, lr=r["lr"], loss=r["loss"], batch_size=r["batch_size"],
+                          steps=steps, eval_inputs=E)
+    except ExperimentError:
+        raise
+    except TPError as exc:
+        raise ExperimentError(f"{source}: {exc}") from None
+    k = param.classify()
+    if not k.stable:
+        raise ExperimentError(
+            f"{source}: parametrization {param.label} (L = {param.L}) is unstable — it has no "
+            "infinite-width limit:\n  " + "\n  ".join(k.violations))
+    lim = cfg["limit"]
+    limit = {
+        "particles": lim["particles"], "replicates": lim["replicates"], "seed": lim["seed"],
+        "method": lim["method"], "backprop": lim["backprop"]}
+    fin = cfg["finite"]
+    finite = {} if not fin["enabled"] else {
+        "widths": tuple(sorted(set(fin["widths"]))), "seeds": fin["seeds"],
+        "backend": fin["backend"], "parallel": fin["parallel"], "spectral": fin["spectral"]}
+    ex = cfg["experiment"]
+    return Experiment(ex["name"], ex["description"], net, routine, limit, finite, source, cfg)
+
+
+def load(path) -> Experiment:
+    """Read, validate and build the experiment file at ``path``."""
+    path = Path(path)
+    return build(read_toml(path), base=path.parent, source=str(path))
+
+
+def run(exp: Experiment, progress: bool = True, executor=None) -> ExperimentResult:
+    """Simulate the limit and train the finite networks of ``exp``.
+
+    ``executor``: None (process pool when ``finite.parallel``), 'serial', or a
+    concurrent.futures.Executor.
+    """
+    k = exp.net.param.classify()
+    times = {}
+    study = None
+    started = time.perf_counter()
+    limit = simulate_limit(exp.net, exp.routine, progress=progress, **exp.limit)
+    times["limit"] = time.perf_counter() - started
+    if exp.finite:
+        if executor is None and not exp.finite["parallel"]:
+            executor = "serial"
+        started = time.perf_counter()
+        study = convergence(exp.net, exp.routine, exp.finite["widths"], seeds=exp.finite["seeds"],
+                            limit=limit, executor=executor, progress=progress, keep_runs=True,
+                            backend=exp.finite["backend"],
+                            record=("stats", "spectral") if exp.finite["spectral"] else ("stats",))
+        times["finite"] = time.perf_counter() - started
+    return ExperimentResult(exp, k, limit, study, times)

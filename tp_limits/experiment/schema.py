@@ -1,0 +1,232 @@
+"""The experiment-file schema (TOML) and its validation.
+
+An experiment file has the sections below; every key is optional unless
+marked required.  :func:`validate` checks a parsed file against the schema
+and names the offending key in every error: unknown sections and keys
+(with the closest valid spelling), wrong types, and values out of range.
+The schema is data, so ``docs/cli.md`` and ``tp-limits run --schema`` print
+the same table that the validator enforces.
+"""
+from __future__ import annotations
+
+import difflib
+import numbers
+from dataclasses import dataclass
+
+from ..errors import TPError
+
+
+class ExperimentError(TPError, ValueError):
+    """An experiment file is malformed: the message names the section and key."""
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key of the schema: its type name, default and meaning."""
+
+    kind: str           # see _CHECKS
+    default: object
+    doc: str
+    required: bool = False
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _is_exponent(v) -> bool:
+    return _is_number(v) or isinstance(v, str)
+
+
+def _is_matrix(v) -> bool:
+    return isinstance(v, list) and bool(v) and all(
+        isinstance(r, list) and r and all(_is_number(x) for x in r) for r in v)
+
+
+def _is_vector(v) -> bool:
+    return isinstance(v, list) and bool(v) and all(_is_number(x) for x in v)
+
+
+# kind -> (predicate, what the user is told a value must be)
+_CHECKS = {
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "int": (_is_int, "an integer"),
+    "number": (_is_number, "a number"),
+    "ints": (lambda v: isinstance(v, list) and bool(v) and all(_is_int(x) for x in v),
+             "a non-empty list of integers"),
+    "number|numbers": (lambda v: _is_number(v) or _is_vector(v),
+                       "a number or a list of numbers (one per layer)"),
+    "exponents": (lambda v: isinstance(v, list) and bool(v) and all(_is_exponent(x) for x in v),
+                  'a list of exponents (numbers or strings like "-1/2", "oo")'),
+    "exponent|exponents": (lambda v: _is_exponent(v) or (isinstance(v, list) and bool(v) and
+                                                        all(_is_exponent(x) for x in v)),
+                           "an exponent or a list of exponents (one per layer)"),
+    "array": (lambda v: isinstance(v, str) or _is_matrix(v) or _is_vector(v),
+              "an inline array (list of rows) or the path of a .npy file"),
+}
+
+SCHEMA: dict = {
+    "experiment": {
+        "name": Key("str", "experiment", "a label used in titles and the summary"),
+        "description": Key("str", "", "free text copied into the summary"),
+    },
+    "parametrization": {
+        "preset": Key("str", None, "sp, ntp, mfp or mup (or give a, b, c instead)"),
+        "L": Key("int", None, "number of hidden layers (required with a preset)"),
+        "a": Key("exponents", None, "a_1..a_{L+1} (custom parametrization)"),
+        "b": Key("exponents", None, "b_1..b_{L+1}; 'oo' allowed last (zero readout)"),
+        "c": Key("exponent|exponents", None,
+                 "learning-rate exponent, one value or one per layer (sp/ntp: default 0)"),
+        "form": Key("str", "tp4", "mup only: 'tp4' or 'a0'"),
+        "optimizer": Key("str", "sgd", "'sgd' (limits exist for SGD only) or 'adam'"),
+        "name": Key("str", "", "label of a custom parametrization"),
+    },
+    "model": {
+        "phi": Key("str", "tanh", "nonlinearity: tanh, relu, gelu, erf, sigmoid, silu, id"),
+        "sigma": Key("number|numbers", 1.0, "init constants σ_l (scalar or L+1 values)"),
+        "lr_mult": Key("number|numbers", 1.0, "per-layer learning-rate multipliers"),
+        "readout_multiplier": Key("number", 1.0, "output multiplier α"),
+        "output_scale": Key("number", 1.0, "init-scale knob s (docs/theory.md §7.3)"),
+    },
+    "data": {
+        "generator": Key("str", None,
+                         "built-in data: 'teacher' (regression on the unit sphere), "
+                         "'blobs' (classes for xent) or 'd1' (the spec's data D1)"),
+        "X": Key("array", None, "training inputs, rows in training order"),
+        "Y": Key("array", None, "training targets (rows), or integer labels for xent"),
+        "eval_inputs": Key("array", None, "evaluation inputs (default: distinct training inputs)"),
+        "file": Key("str", None, ".npz file with arrays X, Y and optionally eval_inputs"),
+        "d_in": Key("int", 2, "generators: input dimension"),
+        "d_out": Key("int", 1, "generators: outputs (teacher) or classes (blobs)"),
+        "n_eval": Key("int", 4, "generators: number of evaluation inputs"),
+        "noise": Key("number", 0.0, "generators: label noise (teacher) or blob spread"),
+        "seed": Key("int", 0, "generators: random seed of the data"),
+    },
+    "routine": {
+        "lr": Key("number", None, "base learning rate η", required=True),
+        "loss": Key("str", "mse", "'mse' or 'xent'"),
+        "batch_size": Key("int", 1, "examples per SGD step"),
+        "steps": Key("int", None, "SGD steps (generators: default 16; arrays: len(X) / batch)"),
+    },
+    "limit": {
+        "particles": Key("int", 200_000, "Monte Carlo particles per replicate"),
+        "replicates": Key("int", 4, "independent replicates (give the error bars)"),
+        "seed": Key("int", 0, "seed of the first replicate"),
+        "method": Key("str", None, "'exact', 'monte_carlo' or 'quadrature' (default: by φ)"),
+        "backprop": Key("str", "exact", "'exact' or 'decoupled' (deep limits)"),
+    },
+    "finite": {
+        "enabled": Key("bool", True, "train finite networks"),
+        "widths": Key("ints", [256, 512, 1024, 2048, 4096], "widths n (at least two)"),
+        "seeds": Key("int", 8, "seeds per width (at least two)"),
+        "backend": Key("str", "numpy", "'numpy' or 'cupy'"),
+        "parallel": Key("bool", True, "train in a process pool (one worker per core)"),
+        "spectral": Key("bool", False, "also record spectral-norm ratios (slower)"),
+    },
+}
+
+REQUIRED_SECTIONS = ("parametrization", "data", "routine")
+
+
+def _suggest(word: str, options) -> str:
+    close = difflib.get_close_matches(word, list(options), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def validate(config: dict) -> dict:
+    """Check ``config`` against :data:`SCHEMA`; return it with every default filled in.
+
+    Raises :class:`ExperimentError` naming the section or key at fault.
+    """
+    if not isinstance(config, dict):
+        raise ExperimentError("an experiment file must be a TOML table of sections")
+    for section in config:
+        if section not in SCHEMA:
+            raise ExperimentError(f"unknown section [{section}]{_suggest(section, SCHEMA)}; "
+                                  f"valid sections: {', '.join(SCHEMA)}")
+    for section in REQUIRED_SECTIONS:
+        if section not in config:
+            raise ExperimentError(f"missing section [{section}]")
+    out = {}
+    for section, keys in SCHEMA.items():
+        given = config.get(section, {})
+        if not isinstance(given, dict):
+            raise ExperimentError(f"[{section}] must be a table of keys, got {given!r}")
+        for key in given:
+            if key not in keys:
+                raise ExperimentError(f"unknown key {section}.{key}{_suggest(key, keys)}; "
+                                      f"valid keys of [{section}]: {', '.join(keys)}")
+        resolved = {}
+        for key, spec in keys.items():
+            if key not in given:
+                if spec.required:
+                    raise ExperimentError(f"missing required key {section}.{key} ({spec.doc})")
+                resolved[key] = spec.default
+                continue
+            ok, what = _CHECKS[spec.kind]
+            if not ok(given[key]):
+                raise ExperimentError(f"{section}.{key} must be {what}, got {given[key]!r}")
+            resolved[key] = given[key]
+        out[section] = resolved
+    _check_combinations(out)
+    return out
+
+
+def _check_combinations(cfg: dict) -> None:
+    """Rules that involve more than one key."""
+    p = cfg["parametrization"]
+    if p["preset"] is not None:
+        if p["a"] is not None or p["b"] is not None:
+            raise ExperimentError("parametrization: give either preset (with L) or a and b, "
+                                  "not both")
+        if p["L"] is None:
+            raise ExperimentError("parametrization.L is required with a preset")
+    elif p["a"] is None or p["b"] is None:
+        raise ExperimentError("parametrization: give a preset (sp, ntp, mfp, mup) with L, "
+                              "or both a and b")
+    d = cfg["data"]
+    sources = [k for k in ("generator", "file", "X") if d[k] is not None]
+    if len(sources) != 1:
+        raise ExperimentError("data: give exactly one of generator, file, or X (with Y); "
+                              f"got {sources or 'none'}")
+    if d["X"] is not None and d["Y"] is None:
+        raise ExperimentError("data.Y is required with data.X")
+    if d["generator"] is None and any(
+            d[k] != SCHEMA["data"][k].default for k in ("d_in", "d_out", "n_eval", "noise", "seed")):
+        raise ExperimentError("data.d_in, d_out, n_eval, noise and seed apply to a generator only")
+    for section, key in (("limit", "particles"), ("limit", "replicates"), ("finite", "seeds")):
+        if cfg[section][key] < 1:
+            raise ExperimentError(f"{section}.{key} must be >= 1, got {cfg[section][key]}")
+    f = cfg["finite"]
+    if f["enabled"]:
+        if len(set(f["widths"])) < 2 or min(f["widths"]) < 1:
+            raise ExperimentError(f"finite.widths must hold at least two distinct positive "
+                                  f"widths, got {f['widths']}")
+        if f["seeds"] < 2:
+            raise ExperimentError("finite.seeds must be >= 2 (the error bars need two)")
+
+
+def schema_markdown() -> str:
+    """The schema as a Markdown table (docs/cli.md and ``tp-limits run --schema``)."""
+    lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for section, keys in SCHEMA.items():
+        for key, spec in keys.items():
+            default = "required" if spec.required else (
+                "—" if spec.default is None else f"`{_toml(spec.default)}`")
+            lines.append(f"| `{section}.{key}` | {spec.kind} | {default} | {spec.doc} |")
+    return "\n".join(lines)
+
+
+def _toml(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return f"{value:_}" if _is_int(value) else str(value)
