@@ -1,13 +1,16 @@
 """Wall time and peak memory of the deep Monte Carlo limit, and its growth in T.
 
     python benchmarks/bench_deep.py [--N 100000] [--L 3] [--B 4] [--E 8] [--Ts 25,50,100,200]
+                                    [--zdot stein|tangent|stein,tangent]
 
 μP, tanh, d = 2, d_out = 1, a random regression routine (fixed seed).  Each
 T runs in its own process so the peak resident memory is that run's.  The
 growth exponent of wall time in T is fitted over the two largest T (the
 O(N L B T² (B + E)) history passes dominate there).  For comparison the same
 routine is trained once at width 8192 and its RMS distance to the limit is
-reported.
+reported.  With ``--zdot stein,tangent`` both Ż estimators run on the same
+routines (use small N, B, E and T for the tangent one: its memory grows like
+N·L·(B·T)²) and the ratio of their times is printed per T.
 """
 import argparse
 import json
@@ -21,19 +24,20 @@ import json, resource, sys, time
 import numpy as np
 import tp_limits as tp
 N, L, B, E, T = (int(x) for x in sys.argv[1:6])
+zdot = sys.argv[6]
 rng = np.random.default_rng(0)
 X = rng.standard_normal((T * B, 2)) / np.sqrt(2)
 Y = np.tanh(X[:, :1] - X[:, 1:])
 r = tp.Routine(X, Y, lr=0.1, batch_size=B, eval_inputs=rng.standard_normal((E, 2)) / np.sqrt(2))
 net = tp.MLP(tp.mup(L), 2, 1, phi="tanh")
 t0 = time.perf_counter()
-tr = tp.simulate_limit(net, r, particles=N, record=())
+tr = tp.simulate_limit(net, r, particles=N, record=(), zdot=zdot)
 wall = time.perf_counter() - t0
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 out = {"T": T, "wall": wall, "peak_gib": peak}
-if len(sys.argv) > 6:
+if len(sys.argv) > 7:
     t0 = time.perf_counter()
-    fin = tp.train_finite(net, r, int(sys.argv[6]), seed=0, record=())
+    fin = tp.train_finite(net, r, int(sys.argv[7]), seed=0, record=())
     out["finite_wall"] = time.perf_counter() - t0
     out["finite_rms_vs_limit"] = float(np.sqrt(np.mean((fin.f_eval - tr.f_eval) ** 2)))
     out["limit_se_rms"] = float(np.sqrt(np.mean(tr.f_eval_se ** 2)))
@@ -48,25 +52,35 @@ def main():
     ap.add_argument("--B", type=int, default=4)
     ap.add_argument("--E", type=int, default=8)
     ap.add_argument("--Ts", default="25,50,100,200")
-    ap.add_argument("--finite-width", type=int, default=8192)
+    ap.add_argument("--finite-width", type=int, default=8192, help="0: no finite comparison")
+    ap.add_argument("--zdot", default="stein", help="stein, tangent, or stein,tangent")
     args = ap.parse_args()
     Ts = [int(t) for t in args.Ts.split(",")]
-    rows = []
-    for T in Ts:
-        extra = [str(args.finite_width)] if T == Ts[-1] else []
-        res = subprocess.run([sys.executable, "-c", CHILD, str(args.N), str(args.L), str(args.B),
-                              str(args.E), str(T), *extra], capture_output=True, text=True,
-                             check=True)
-        rows.append(json.loads(res.stdout.strip().splitlines()[-1]))
-        r = rows[-1]
-        print(f"T = {T:4d}: wall {r['wall']:7.1f} s, peak memory {r['peak_gib']:.2f} GiB", flush=True)
-    slope = np.polyfit(np.log(Ts[-2:]), np.log([r["wall"] for r in rows[-2:]]), 1)[0]
-    print(f"growth exponent of wall time in T (T = {Ts[-2]}..{Ts[-1]}): {slope:.2f}")
-    last = rows[-1]
-    print(f"finite width {args.finite_width}, same routine: {last['finite_wall']:.1f} s; "
-          f"RMS |f_n - f_limit| = {last['finite_rms_vs_limit']:.4f} "
-          f"(limit's own standard error {last['limit_se_rms']:.4f})")
-
+    walls = {}
+    for zdot in args.zdot.split(","):
+        rows = []
+        for T in Ts:
+            extra = [str(args.finite_width)] if T == Ts[-1] and args.finite_width else []
+            res = subprocess.run([sys.executable, "-c", CHILD, str(args.N), str(args.L),
+                                  str(args.B), str(args.E), str(T), zdot, *extra],
+                                 capture_output=True, text=True, check=True)
+            rows.append(json.loads(res.stdout.strip().splitlines()[-1]))
+            r = rows[-1]
+            print(f"zdot = {zdot:7s} T = {T:4d}: wall {r['wall']:7.2f} s, "
+                  f"peak memory {r['peak_gib']:.2f} GiB", flush=True)
+        walls[zdot] = [r["wall"] for r in rows]
+        slope = np.polyfit(np.log(Ts[-2:]), np.log(walls[zdot][-2:]), 1)[0]
+        print(f"zdot = {zdot}: growth exponent of wall time in T (T = {Ts[-2]}..{Ts[-1]}): "
+              f"{slope:.2f}")
+        last = rows[-1]
+        if "finite_wall" in last:
+            print(f"finite width {args.finite_width}, same routine: {last['finite_wall']:.1f} s; "
+                  f"RMS |f_n - f_limit| = {last['finite_rms_vs_limit']:.4f} "
+                  f"(limit's own standard error {last['limit_se_rms']:.4f})")
+    if len(walls) == 2:
+        a, b = walls.values()
+        print("time ratio tangent / stein per T:",
+              ", ".join(f"T={T}: {y / x:.2f}" for T, x, y in zip(Ts, a, b)))
 
 if __name__ == "__main__":
     main()

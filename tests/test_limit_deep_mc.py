@@ -1,4 +1,5 @@
-"""Deep feature-learning limit by Monte Carlo (Stein Ż): vs the exact engine and finite networks."""
+"""Deep feature-learning limit by Monte Carlo (Stein and tangent Ż): vs the exact engine,
+each other, and finite networks."""
 import numpy as np
 import pytest
 
@@ -11,8 +12,11 @@ N8 = dict(X=np.array([[1, 0, 0], [0, 1, 0], [0.5, 0.5, 0.5], [1, -1, 0]], float)
           eval_inputs=np.array([[1, 1, 1], [0, 0, 1]], float), batch_size=2)
 
 
+@pytest.mark.parametrize("zdot", ["stein", "tangent"])
 @pytest.mark.parametrize("case", ["D1, L=2", "D1, L=3", "N8, L=2", "D1, L=2, decoupled"])
-def test_monte_carlo_matches_exact_deep_linear(case):
+def test_monte_carlo_matches_exact_deep_linear(case, zdot):
+    if "decoupled" in case and zdot == "tangent":
+        pytest.skip("the decoupled limit has no Ż to estimate")
     backprop = "decoupled" if "decoupled" in case else "exact"
     if case.startswith("N8"):
         net = tp.MLP(tp.mup(2), 3, 2, phi="id", sigma=[1.3, 0.7, 1.2])
@@ -22,9 +26,50 @@ def test_monte_carlo_matches_exact_deep_linear(case):
         net, r = tp.MLP(tp.mup(L), 2, 1, phi="id"), tp.Routine(lr=0.5 if L == 2 else 0.25, **D1)
     exact = tp.simulate_limit(net, r, backprop=backprop)
     mc = tp.simulate_limit(net, r, method="monte_carlo", particles=100_000, replicates=8,
-                           seed=11, backprop=backprop)
-    assert mc.meta["engine"] == "limit/deep_monte_carlo" and mc.meta["zdot"] == "stein"
+                           seed=11, backprop=backprop, zdot=zdot)
+    assert mc.meta["engine"] == "limit/deep_monte_carlo"
+    assert mc.meta["zdot"] == (zdot if backprop == "exact" else "none (decoupled)")
     z = np.abs(mc.f_eval[1:] - exact.f_eval[1:]) / mc.f_eval_se[1:]
+    assert z.max() < 5, z.max()
+
+
+@pytest.mark.parametrize("L, B", [(2, 1), (3, 1), (2, 2)])
+def test_tangent_and_stein_estimators_agree_for_tanh(L, B):
+    """Two different Ż estimators of the same limit: equal within 5 combined SE."""
+    if B == 1:
+        net, r = tp.MLP(tp.mup(L), 2, 1, phi="tanh"), tp.Routine(lr=0.5, **D1)
+    else:
+        net = tp.MLP(tp.mup(L), 3, 2, phi="tanh", sigma=[1.3, 0.7, 1.2])
+        r = tp.Routine(lr=0.4, **N8)
+    runs = {z: tp.simulate_limit(net, r, particles=100_000, replicates=8, seed=5 + (z == "tangent"),
+                                 zdot=z, record=()) for z in ("stein", "tangent")}
+    s, t = runs["stein"], runs["tangent"]
+    z = np.abs(s.f_eval - t.f_eval)[1:] / np.sqrt(s.f_eval_se ** 2 + t.f_eval_se ** 2)[1:]
+    assert z.max() < 5, z.max()
+    assert t.meta["zdot"] == "tangent"
+    # and the Ż terms matter: without them (decoupled) the answer moves by many SE
+    dec = tp.simulate_limit(net, r, particles=100_000, replicates=8, seed=7, record=(),
+                            backprop="decoupled")
+    z_dec = np.abs(dec.f_eval - t.f_eval)[1:] / np.sqrt(dec.f_eval_se ** 2 + t.f_eval_se ** 2)[1:]
+    assert z_dec.max() > 10
+
+
+@pytest.mark.parametrize("phi", ["id", "tanh"])
+def test_float32_storage_agrees_with_float64(phi):
+    """Histories stored in float32 (D1 repeats an input: a degenerate family) give the same
+    limit within Monte Carlo error; linear: against the exact engine."""
+    X, Y = np.tile(D1["X"], (2, 1)), np.tile(D1["Y"], (2, 1))
+    r = tp.Routine(X, Y, lr=0.5, eval_inputs=D1["eval_inputs"])
+    net = tp.MLP(tp.mup(3), 2, 1, phi=phi)
+    f32 = tp.simulate_limit(net, r, method="monte_carlo", particles=100_000, replicates=8,
+                            seed=2, dtype=np.float32, record=())
+    assert f32.meta["dtype"] == "float32"
+    if phi == "id":
+        ref, ref_se = tp.simulate_limit(net, r).f_eval, 0.0
+    else:
+        f64 = tp.simulate_limit(net, r, particles=100_000, replicates=8, seed=1, record=())
+        ref, ref_se = f64.f_eval, f64.f_eval_se
+    z = np.abs(f32.f_eval - ref)[1:] / np.sqrt(f32.f_eval_se ** 2 + ref_se ** 2)[1:]
     assert z.max() < 5, z.max()
 
 
@@ -80,7 +125,15 @@ def test_statistics_and_bad_input():
     assert np.all(tr.stats["dh_rms"][1:] > 0.05)      # features move by Θ(1)
     with pytest.raises(tp.SpecError, match="one hidden layer"):
         tp.simulate_limit(net, r, method="quadrature")
-    with pytest.raises(tp.SpecError, match="float64"):
-        tp.simulate_limit(net, r, dtype=np.float32)
+    with pytest.raises(tp.SpecError, match="float32"):
+        tp.simulate_limit(net, r, dtype=np.float16)
     with pytest.raises(tp.MemoryBudgetError, match="at most"):
         tp.simulate_limit(net, r, particles=10 ** 12)
+    # a count that the Stein histories (~120 B per particle here) would fit but the
+    # tangent derivative arrays (~770 B per particle) would not
+    from tp_limits.backend import numpy_backend
+    n = int(0.8 * numpy_backend().available_bytes() / 300)
+    with pytest.raises(tp.MemoryBudgetError, match="zdot='tangent'"):
+        tp.simulate_limit(net, r, particles=n, zdot="tangent")
+    with pytest.raises(tp.SpecError, match="zdot"):
+        tp.simulate_limit(net, r, zdot="adjoint")

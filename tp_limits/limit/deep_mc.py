@@ -33,34 +33,58 @@ import numpy as np
 from ..backend import numpy_backend
 from ..errors import DivergenceError
 from ..losses import get_loss
+from .deep_tangent import Tangents
 
 _NP = numpy_backend()
 RCOND = 1e-10
+RCOND_32 = 1e-5      # float32 storage: Gram entries are only good to ~1e-6 relative
 GROUPS = 32          # particle groups for the batch-means standard error
+
+
+def times_rows(coef, rows):
+    """coefᵀ @ rows -> (m, N) float64, with ``rows`` (k, N) in the storage dtype.
+
+    The small factor is cast to the storage dtype so the pass over the
+    history runs in that precision (float32 halves the bytes moved).
+    """
+    out = coef.T.astype(rows.dtype, copy=False) @ rows
+    return out.astype(np.float64, copy=False)
+
+
+def rows_times(rows, V):
+    """rows @ Vᵀ -> (k, m) float64, with ``rows`` (k, N) in the storage dtype."""
+    return (rows @ V.astype(rows.dtype, copy=False).T).astype(np.float64, copy=False)
 
 
 class Family:
     """Stored vectors and hats of one hat family, with cached Gram matrices.
 
-    Rows are stored vectors (capacity x N, row-contiguous).  ``Cv`` = σ² ⟨v_i, v_j⟩
-    and ``Ch`` = ⟨ĥ_i, ĥ_j⟩ grow by one block per store, and their
-    inverses are recomputed once per store, so a query costs O(N k)
-    (one pass over the history) plus O(k²).
+    Rows are stored vectors (capacity x N, row-contiguous) in the storage
+    ``dtype``; every Gram matrix, coefficient and new particle value is
+    float64.  ``Cv`` = σ² ⟨v_i, v_j⟩ and ``Ch`` = ⟨ĥ_i, ĥ_j⟩ grow by one block
+    per store, and their inverses are recomputed once per store, so a query
+    costs O(N k) (one pass over the history) plus O(k²).
+
+    With float32 storage the Gram entries carry relative rounding errors of
+    about 1e-6, so conditional variances below ``rtol`` (relative to the new
+    vectors' own variance) are treated as zero: a vector that repeats a stored
+    one must reuse its hat, not get a spurious innovation of size √rtol.
     """
 
-    def __init__(self, N: int, capacity: int, sigma2: float):
-        self.vec = np.zeros((capacity, N))
-        self.hat = np.zeros((capacity, N))
+    def __init__(self, N: int, capacity: int, sigma2: float, dtype=np.float64):
+        self.vec = np.zeros((capacity, N), dtype)
+        self.hat = np.zeros((capacity, N), dtype)
         self.Cv = np.zeros((capacity, capacity))
         self.Ch = np.zeros((capacity, capacity))
         self.k = 0
         self.sigma2 = sigma2
+        self.rtol = RCOND if np.dtype(dtype) == np.float64 else RCOND_32
         self._Pv = self._Ph = None
 
     def _solver(self, C):
         """A function x -> C⁺ x for the current k x k Gram matrix.
 
-        The inverse of C + ridge I, ridge = RCOND x (mean diagonal), computed
+        The inverse of C + ridge I, ridge = rtol x (mean diagonal), computed
         once per store (O(k³), in NumPy's BLAS: mixing in SciPy's separate
         BLAS here makes the two thread pools fight); a solve is then one
         k x k product.  The ridge is the regularized pseudo-inverse and only
@@ -74,9 +98,9 @@ class Family:
             # zero readout): the family carries no information, C⁺ = 0
             return lambda x: np.zeros_like(x)
         try:
-            P = np.linalg.inv(A + RCOND * scale * np.eye(k))
+            P = np.linalg.inv(A + self.rtol * scale * np.eye(k))
         except np.linalg.LinAlgError:
-            P = np.linalg.pinv(A, rcond=RCOND, hermitian=True)
+            P = np.linalg.pinv(A, rcond=self.rtol, hermitian=True)
         return lambda x: P @ x
 
     def sample(self, V, rng):
@@ -85,18 +109,20 @@ class Family:
         Returns (hats, kappa, K0) — the last two are reused by :meth:`store`.
         """
         N, k = V.shape[1], self.k
-        K0 = self.sigma2 * (V @ V.T) / N
+        Vs = V.astype(self.vec.dtype, copy=False)      # what will be stored
+        K0 = self.sigma2 * rows_times(Vs, Vs) / N
         if k == 0:
             kappa, mean, cond = np.zeros((0, len(V))), 0.0, K0
         else:
             if self._Pv is None:
                 self._Pv = self._solver(self.Cv)
-            kappa = self.sigma2 * (self.vec[:k] @ V.T) / N              # (k, m)
+            kappa = self.sigma2 * rows_times(self.vec[:k], Vs) / N         # (k, m)
             beta = self._Pv(kappa)
-            mean = beta.T @ self.hat[:k]
+            mean = times_rows(beta, self.hat[:k])
             cond = K0 - kappa.T @ beta
         w, Q = np.linalg.eigh((cond + cond.T) / 2)
-        root = Q * np.sqrt(np.clip(w, 0.0, None))
+        w = np.where(w > self.rtol * max(float(np.max(np.diag(K0))), 0.0), w, 0.0)
+        root = Q * np.sqrt(w)
         return mean + root @ rng.standard_normal((len(V), N)), kappa, K0
 
     def store(self, V, hats, kappa, K0):
@@ -106,10 +132,11 @@ class Family:
         self.Cv[:k, k:k + m] = kappa
         self.Cv[k:k + m, :k] = kappa.T
         self.Cv[k:k + m, k:k + m] = K0
-        cross = self.hat[:k] @ hats.T / N
+        new = self.hat[k:k + m]
+        cross = rows_times(self.hat[:k], new) / N
         self.Ch[:k, k:k + m] = cross
         self.Ch[k:k + m, :k] = cross.T
-        self.Ch[k:k + m, k:k + m] = hats @ hats.T / N
+        self.Ch[k:k + m, k:k + m] = rows_times(new, new) / N
         self.k += m
         self._Pv = self._Ph = None
 
@@ -122,12 +149,18 @@ class Family:
         k = self.k
         if self._Ph is None:
             self._Ph = self._solver(self.Ch)
-        return self.sigma2 * self._Ph(self.hat[:k] @ Z.T / Z.shape[1])
+        return self.sigma2 * self._Ph(rows_times(self.hat[:k], Z) / Z.shape[1])
 
 
 def deep_monte_carlo(net, routine, switches, particles: int, rng, decoupled: bool,
-                     eval_steps: set, on_step):
-    """One Monte Carlo run; returns the result dict shared by the limit engines."""
+                     eval_steps: set, on_step, zdot: str = "stein", dtype=np.float64):
+    """One Monte Carlo run; returns the result dict shared by the limit engines.
+
+    ``zdot``: 'stein' (regression on the sampled hats) or 'tangent' (forward-mode
+    derivatives, limit/deep_tangent.py); irrelevant when ``decoupled``.
+    ``dtype``: storage of the histories (float32 halves memory and traffic;
+    every expectation is still accumulated in float64).
+    """
     L, d, do, N = net.L, net.d_in, net.d_out, particles
     T, B = routine.steps, routine.batch_size
     Xe, E = routine.eval_inputs, len(routine.eval_inputs)
@@ -142,44 +175,63 @@ def deep_monte_carlo(net, routine, switches, particles: int, rng, decoupled: boo
     half = rng.standard_normal((N // 2, do))
     ZV = (sig[L] if switches.readout_init else 0.0) * np.concatenate([half, -half])
     cap = B * T
-    F = {l: Family(N, cap, sig[l - 1] ** 2) for l in range(2, L + 1)}
-    G = {l: Family(N, cap, sig[l - 1] ** 2) for l in range(2, L + 1)}
+    F = {l: Family(N, cap, sig[l - 1] ** 2, dtype) for l in range(2, L + 1)}
+    G = {l: Family(N, cap, sig[l - 1] ** 2, dtype) for l in range(2, L + 1)}
     npairs = {l: 0 for l in range(2, L + 1)}       # pairs (s < t) usable by ΔW^l
+    tan = Tangents(N, L, d, do, cap, sig) if zdot == "tangent" and not decoupled else None
 
-    def correction(own, other, z, kappa, l):
-        """Ż + ΔW-sum for the rows z of a new vector of family ``own``, in one pass.
+    def coefficients(own, other, z, kappa, l, zc):
+        """Coefficients (k, m) on ``other``'s stored vectors for the new rows z of ``own``.
 
-        The ΔW coefficients E[v_{s,i} z] over the stored pairs are the first
-        rows of the conditioning covariances κ/σ² already computed for the
-        hat; the Ż coefficients are Stein regressions on ``other``'s hats; both
-        multiply ``other``'s stored vectors.
+        Ż part: ``zc`` (tangent means) or a Stein regression on ``other``'s
+        hats; ΔW part: -η_l E[v_{s,i} z] over the stored pairs, which are the
+        first rows of the conditioning covariances κ/σ² already computed for
+        the hat.  Both multiply ``other``'s stored vectors, so the caller
+        needs one pass over them.
         """
         k, kp = other.k, npairs[l]
         if k == 0:
-            return 0.0
-        coef = np.zeros((k, len(z))) if decoupled else other.stein_coefficients(z)
+            return np.zeros((0, len(z)))
+        if decoupled:
+            coef = np.zeros((k, len(z)))
+        else:
+            coef = zc if zc is not None else other.stein_coefficients(z)
         if kp:
             coef[:kp] -= eta[l - 1] * kappa[:kp] / own.sigma2
-        return coef.T @ other.vec[:k]
+        return coef
 
     def forward(Xin, store: bool):
         """Pre-activations h^1..h^L and activations x^1..x^L, each (m, N), for inputs Xin.
 
         The m hats of a layer are drawn jointly, conditional on the stored
         training hats: for training items this equals drawing them one after
-        the other, conditioning each on the previous ones.
+        the other, conditioning each on the previous ones.  With the tangent
+        estimator also returns the derivative arrays (J_h, J_x) per layer.
         """
         hs = [Xin @ ZU.T]
         xs = [phi.phi(hs[0], _NP)]
+        Jh = Jx = None
+        if tan is not None:
+            Jh = [tan.input(Xin)]
+            Jx = [tan.times(Jh[0], phi.dphi(hs[0], _NP))]
         for l in range(2, L + 1):
             x = xs[-1]
             hat, kappa, K0 = F[l].sample(x, rng)
-            h = hat + correction(F[l], G[l], x, kappa, l)
+            k0, kG = F[l].k, G[l].k
+            zc = tan.forward_zdot(l, Jx[-1], kG) if tan is not None and kG else None
+            coef = coefficients(F[l], G[l], x, kappa, l, zc)
+            h = hat + times_rows(coef, G[l].vec[:kG]) if kG else hat
+            if tan is not None:
+                Jh.append(tan.forward_J(l, coef, kG, len(x), k0 if store else None))
+                if store:
+                    tan.store_forward(l, k0, Jx[-1])
             if store:
                 F[l].store(x, hat, kappa, K0)
             hs.append(h)
             xs.append(phi.phi(h, _NP))
-        return hs, xs
+            if tan is not None:
+                Jx.append(tan.times(Jh[-1], phi.dphi(h, _NP)))
+        return hs, xs, (Jh, Jx)
 
     groups = np.array_split(np.arange(N), GROUPS)
 
@@ -208,7 +260,7 @@ def deep_monte_carlo(net, routine, switches, particles: int, rng, decoupled: boo
     def evaluate(t):
         if t not in eval_steps:
             return
-        hs, xs = forward(Xe, store=False)
+        hs, xs, _ = forward(Xe, store=False)
         if not init:
             init.extend(zip(hs, xs))
         for l, ((h, x), (h0, x0)) in enumerate(zip(zip(hs, xs), init)):
@@ -224,18 +276,33 @@ def deep_monte_carlo(net, routine, switches, particles: int, rng, decoupled: boo
         evaluate(0)
         for t in range(T):
             Xb, Yb = routine.X[t * B:(t + 1) * B], Y[t * B:(t + 1) * B]
-            hs, xs = forward(Xb, store=True)
+            hs, xs, (Jh, Jx) = forward(Xb, store=True)
             xL = xs[-1]
             fb = output(xL, t)
             f_train[t] = fb
             losses[t] = float(np.mean(loss.value(fb, Yb, np)))
             chi = loss.grad(fb, Yb, np) / B
-            dh = alpha * (chi @ ZV.T) * phi.dphi(hs[-1], _NP)           # δh^L, (B, N)
+            dx = alpha * (chi @ ZV.T)                                      # δx^L, (B, N)
+            dh = dx * phi.dphi(hs[-1], _NP)                                 # δh^L
+            if tan is not None:
+                Jdh = tan.product(tan.readout(alpha, chi), phi.dphi(hs[-1], _NP), dx,
+                                  phi.d2phi(hs[-1], _NP), Jh[-1])
             for l in range(L, 1, -1):
                 hat, kappa, K0 = G[l].sample(dh, rng)
-                dx = hat + correction(G[l], F[l], dh, kappa, l)
+                k0, kF = G[l].k, F[l].k
+                zc = tan.backward_zdot(l, Jdh, kF) if tan is not None else None
+                coef = coefficients(G[l], F[l], dh, kappa, l, zc)
+                dx = hat + times_rows(coef, F[l].vec[:kF])
+                if tan is not None:
+                    Jdx = tan.backward_J(l, coef, kF, B, k0)
+                    tan.store_backward(l, k0, Jdh)
                 G[l].store(dh, hat, kappa, K0)
-                dh = dx * phi.dphi(hs[l - 2], _NP)
+                h = hs[l - 2]
+                dh = dx * phi.dphi(h, _NP)
+                if tan is not None:
+                    Jdh = tan.product(Jdx, phi.dphi(h, _NP), dx, phi.d2phi(h, _NP), Jh[l - 2])
+            if tan is not None:
+                tan.update(eta[0], Xb, Jdh, eta[L], alpha, chi, Jx[-1])
             ZU_new = ZU - eta[0] * dh.T @ Xb                              # δh^1 ξᵀ summed over i
             ZV = ZV - eta[L] * alpha * xL.T @ chi
             ZU = ZU_new

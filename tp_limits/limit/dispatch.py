@@ -26,6 +26,7 @@ from ..spec import MLP, Routine, check_compatible, check_int
 from ..trajectory import Trajectory
 from .deep_linear import deep_linear
 from .deep_mc import deep_monte_carlo
+from .deep_tangent import tangent_bytes_per_particle
 from .kernel_gd import simulate_kernel
 from .montecarlo import check_memory, run_replicates
 from .one_hidden import simulate_one_hidden, stats_from
@@ -85,23 +86,32 @@ def _check_loss(res) -> None:
 
 
 def _deep_monte_carlo(net, routine, k, particles, seed, replicates, backprop, eval_every,
-                      on_step):
+                      zdot, dtype, on_step):
     N = particles + particles % 2
-    hist = 4 * (net.L - 1) * routine.batch_size * routine.steps   # vec + hat, F and G
-    check_memory(N, 8 * (net.d_in + net.d_out + hist), "the deep engine's histories")
-    T = routine.steps
+    T, B, E = routine.steps, routine.batch_size, len(routine.eval_inputs)
+    hist = 4 * (net.L - 1) * B * T                                  # vec + hat, F and G
+    # histories in the storage dtype; one pass's float64 particle arrays beside them
+    per_particle = np.dtype(dtype).itemsize * hist + 8 * (
+        net.d_in + net.d_out + 4 * net.L * max(B, E))
+    zdot = "none (decoupled)" if backprop == "decoupled" else zdot
+    if zdot == "tangent":
+        per_particle += tangent_bytes_per_particle(net.L, net.d_in, net.d_out, B, T, E)
+    check_memory(N, per_particle, "the deep engine's histories"
+                 + (" and derivative arrays (zdot='tangent'; 'stein' needs far less)"
+                    if zdot == "tangent" else ""))
     eval_steps = set(range(0, T + 1, eval_every)) | {T}
     res, extra = run_replicates(
         lambda rng: deep_monte_carlo(net, routine, k.limit_switches, N, rng,
-                                     backprop == "decoupled", eval_steps, on_step),
+                                     backprop == "decoupled", eval_steps, on_step, zdot,
+                                     dtype),
         seed, replicates, "batch means over 32 particle groups (ignores error carried by chi "
-                          "and the regressions; use replicates > 1)")
-    extra.update({"engine": "limit/deep_monte_carlo", "particles": N, "zdot": "stein"})
+                          "and the Ż coefficients; use replicates > 1)")
+    extra.update({"engine": "limit/deep_monte_carlo", "particles": N, "zdot": zdot})
     return res, extra
 
 
 def _run_engine(net, routine, k, kernel_regime, method, particles, seed, replicates, backprop,
-                eval_every, dtype, record, kernel, f0, samples, on_step):
+                eval_every, dtype, record, kernel, f0, samples, zdot, on_step):
     """Run the engine the classification selects; returns (result dict, meta additions)."""
     if kernel_regime:
         return simulate_kernel(net, routine, k, f0, samples, seed, on_step)
@@ -111,16 +121,31 @@ def _run_engine(net, routine, k, kernel_regime, method, particles, seed, replica
                      "se_method": "exact (linear combinations of Gaussian primitives)"}
     if net.L >= 2:
         return _deep_monte_carlo(net, routine, k, particles, seed, replicates, backprop,
-                                 eval_every, on_step)
+                                 eval_every, zdot, dtype, on_step)
     return simulate_one_hidden(net, routine, k.limit_switches, particles, seed, replicates,
                                method, eval_every, "stats" in record, kernel, dtype, on_step)
+
+
+def _progress_callback(bar, particles):
+    """Advance the bar one step; for Monte Carlo also show particle-steps per second."""
+    if bar is None:
+        return lambda t: None
+    started = time.perf_counter()
+
+    def on_step(t):
+        bar.update(1)
+        if particles:
+            rate = particles * bar.n / max(time.perf_counter() - started, 1e-9)
+            bar.set_postfix_str(f"{rate:.3g} particle-steps/s", refresh=False)
+    return on_step
 
 
 def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: int = 0,
                    replicates: int = 1, method: str | None = None, eval_every: int = 1,
                    progress: bool = False, dtype=np.float64, record=("stats",),
                    kernel: str = "numba", f0="sample", samples: int = 64,
-                   backprop: str = "exact", on_divergence: str = "raise") -> Trajectory:
+                   backprop: str = "exact", on_divergence: str = "raise",
+                   zdot: str = "stein") -> Trajectory:
     """Simulate the infinite-width training dynamics; returns a :class:`Trajectory`.
 
     Parameters
@@ -136,7 +161,14 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
     record : ('stats',) to record per-layer statistics (keeps the initial
         particles), or () to save memory.
     kernel : 'numba' (the fused kernel) or 'numpy' (its plain twin).
+    dtype : storage precision of the particles (one hidden layer) or of the
+        hat histories (deep Monte Carlo): float64, or float32 to halve memory
+        and memory traffic; expectations are accumulated in float64.
     backprop : 'exact', or 'decoupled' (deep limits: TP4 §6, a negative control).
+    zdot : deep Monte Carlo only: the Ż estimator — 'stein' (regression on the
+        sampled hats; time ∝ T², the default) or 'tangent' (forward-mode
+        derivatives per particle; exact given the particles, time ∝ T³,
+        memory ∝ T²).  ``meta["zdot"]`` records it.
     on_divergence : 'raise' a DivergenceError naming the step and quantity, or
         'stop' and return the steps before it with ``meta["diverged"]`` set.
     f0, samples : kernel and trivial regimes only: the initial function —
@@ -151,6 +183,8 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
     k = _check(net, routine, particles, replicates, method, eval_every, dtype, record, backprop)
     if on_divergence not in ("raise", "stop"):
         raise SpecError(f"on_divergence = {on_divergence!r}; use 'raise' or 'stop'")
+    if zdot not in ("stein", "tangent"):
+        raise SpecError(f"zdot = {zdot!r}; use 'stein' or 'tangent'")
     check_int(samples, "samples")
     started = time.perf_counter()
     T = routine.steps
@@ -159,20 +193,19 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
         method = "kernel_gd"
     else:
         method = method or ("exact" if net.phi == "id" else "monte_carlo")
-        if net.L >= 2 and method == "monte_carlo" and dtype != np.float64:
-            raise SpecError("the deep Monte Carlo engine stores float64 only for now")
     bar = None
     if progress:
         from tqdm.auto import tqdm
         bar = tqdm(total=T * (replicates if method == "monte_carlo" else 1),
                    desc=f"limit ({method})", unit="step")
-    on_step = (lambda t: bar.update(1)) if bar is not None else (lambda t: None)
+    on_step = _progress_callback(bar, particles + particles % 2 if method == "monte_carlo"
+                                 else None)
     try:
         # overflow is detected and reported as a DivergenceError below, not warned about
         with np.errstate(over="ignore", invalid="ignore"):
             res, extra = _run_engine(net, routine, k, kernel_regime, method, particles, seed,
                                      replicates, backprop, eval_every, dtype, record, kernel,
-                                     f0, samples, on_step)
+                                     f0, samples, zdot, on_step)
     finally:
         if bar is not None:
             bar.close()
