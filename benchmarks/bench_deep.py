@@ -1,7 +1,7 @@
 """Wall time and peak memory of the deep Monte Carlo limit, and its growth in T.
 
     python benchmarks/bench_deep.py [--N 100000] [--L 3] [--B 4] [--E 8] [--Ts 25,50,100,200]
-                                    [--zdot stein|tangent|stein,tangent]
+                                    [--zdot stein|tangent|stein,tangent] [--dtype float32]
 
 μP, tanh, d = 2, d_out = 1, a random regression routine (fixed seed).  Each
 T runs in its own process so the peak resident memory is that run's.  The
@@ -24,14 +24,14 @@ import json, resource, sys, time
 import numpy as np
 import tp_limits as tp
 N, L, B, E, T = (int(x) for x in sys.argv[1:6])
-zdot = sys.argv[6]
+zdot, dtype = sys.argv[6].split(":")
 rng = np.random.default_rng(0)
 X = rng.standard_normal((T * B, 2)) / np.sqrt(2)
 Y = np.tanh(X[:, :1] - X[:, 1:])
 r = tp.Routine(X, Y, lr=0.1, batch_size=B, eval_inputs=rng.standard_normal((E, 2)) / np.sqrt(2))
 net = tp.MLP(tp.mup(L), 2, 1, phi="tanh")
 t0 = time.perf_counter()
-tr = tp.simulate_limit(net, r, particles=N, record=(), zdot=zdot)
+tr = tp.simulate_limit(net, r, particles=N, record=(), zdot=zdot, dtype=np.dtype(dtype))
 wall = time.perf_counter() - t0
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 out = {"T": T, "wall": wall, "peak_gib": peak}
@@ -54,6 +54,7 @@ def main():
     ap.add_argument("--Ts", default="25,50,100,200")
     ap.add_argument("--finite-width", type=int, default=8192, help="0: no finite comparison")
     ap.add_argument("--zdot", default="stein", help="stein, tangent, or stein,tangent")
+    ap.add_argument("--dtype", default="float64", help="history storage: float64 or float32")
     args = ap.parse_args()
     Ts = [int(t) for t in args.Ts.split(",")]
     walls = {}
@@ -62,7 +63,8 @@ def main():
         for T in Ts:
             extra = [str(args.finite_width)] if T == Ts[-1] and args.finite_width else []
             res = subprocess.run([sys.executable, "-c", CHILD, str(args.N), str(args.L),
-                                  str(args.B), str(args.E), str(T), zdot, *extra],
+                                  str(args.B), str(args.E), str(T), f"{zdot}:{args.dtype}",
+                                  *extra],
                                  capture_output=True, text=True, check=True)
             rows.append(json.loads(res.stdout.strip().splitlines()[-1]))
             r = rows[-1]

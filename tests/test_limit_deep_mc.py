@@ -54,6 +54,39 @@ def test_tangent_and_stein_estimators_agree_for_tanh(L, B):
     assert z_dec.max() > 10
 
 
+def test_history_kernels_match_their_numpy_twins():
+    """The float32-read, float64-sum passes of limit/_history.py against plain NumPy."""
+    from tp_limits.limit import _history as h
+    rng = np.random.default_rng(0)
+    k, m, N = 37, 3, 3001                    # odd sizes: partial blocks and chunks
+    R = rng.standard_normal((k, N)).astype(np.float32)
+    R64 = R.astype(np.float64)
+    V, C = rng.standard_normal((m, N)), rng.standard_normal((k, m))
+    np.testing.assert_allclose(h.rows_dot(R, V), R64 @ V.T, rtol=1e-12, atol=1e-10)
+    np.testing.assert_allclose(h.combine_rows(C, R), C.T @ R64, rtol=1e-12, atol=1e-12)
+    Z = V.copy()
+    cross = h.mean_and_cross(C, R, Z, True)
+    expect = (V + C.T @ R64).astype(np.float32).astype(np.float64)
+    # rounding to float32 after a differently ordered float64 sum: at most one float32 ulp
+    np.testing.assert_allclose(Z, expect, rtol=2 ** -23, atol=1e-12)
+    np.testing.assert_allclose(cross, R64 @ Z.T, rtol=1e-12, atol=1e-9)
+    Z2 = V.copy()
+    assert h.mean_and_cross(C, R, Z2, False) is None and np.array_equal(Z2, Z)
+    # float32 sums would be visibly worse: the twin check is not vacuous
+    assert np.abs((R @ V.astype(np.float32).T) - R64 @ V.T).max() > 1e-6
+
+
+def test_replicates_in_worker_processes_give_the_same_answer():
+    net, r = tp.MLP(tp.mup(2), 2, 1, phi="tanh"), tp.Routine(lr=0.5, **D1)
+    one = tp.simulate_limit(net, r, particles=20_000, replicates=3, seed=4, record=())
+    two = tp.simulate_limit(net, r, particles=20_000, replicates=3, seed=4, record=(), workers=2)
+    assert two.meta["workers"] == 2 and one.meta["workers"] == 1
+    np.testing.assert_allclose(two.f_eval, one.f_eval, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(two.f_eval_se, one.f_eval_se, rtol=1e-6, atol=1e-12)
+    with pytest.raises(tp.SpecError, match="workers"):
+        tp.simulate_limit(net, r, workers=0)
+
+
 @pytest.mark.parametrize("phi", ["id", "tanh"])
 def test_float32_storage_agrees_with_float64(phi):
     """Histories stored in float32 (D1 repeats an input: a degenerate family) give the same

@@ -35,7 +35,7 @@ from ..limit.dispatch import simulate_limit
 from ..trajectory import Trajectory
 from .fits import width_exponent
 from .plotting import width_axis
-from .sweep import run_tasks
+from ..parallel import run_tasks
 
 
 def _finite_run(net, routine, width, seed, kwargs, keep):

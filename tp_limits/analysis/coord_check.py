@@ -24,7 +24,7 @@ from ..finite.train import train_finite
 from ..spec import MLP, Routine
 from .fits import width_exponent
 from .plotting import width_axis
-from .sweep import run_tasks
+from ..parallel import run_tasks
 
 #: quantity -> (stats key, layers "hidden" | "all" | "output")
 QUANTITIES = {

@@ -22,7 +22,7 @@ from ..limit.dispatch import simulate_limit
 from ..spec import MLP
 from .fits import width_exponent
 from .plotting import width_axis
-from .sweep import run_tasks
+from ..parallel import run_tasks
 
 
 def _run_finite(net, routine, width, seed):

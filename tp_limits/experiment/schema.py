@@ -119,6 +119,9 @@ SCHEMA: dict = {
         "seed": Key("int", 0, "seed of the first replicate"),
         "method": Key("str", None, "'exact', 'monte_carlo' or 'quadrature' (default: by φ)"),
         "backprop": Key("str", "exact", "'exact' or 'decoupled' (deep limits)"),
+        "zdot": Key("str", "stein", "deep Monte Carlo Ż estimator: 'stein' or 'tangent'"),
+        "dtype": Key("str", "float64", "storage precision: 'float64' or 'float32'"),
+        "workers": Key("int", 1, "deep Monte Carlo: processes for the replicates"),
     },
     "finite": {
         "enabled": Key("bool", True, "train finite networks"),

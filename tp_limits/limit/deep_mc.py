@@ -29,31 +29,41 @@ histories: time O(N L B T² (B+E)) in all, memory O(N L B T).
 from __future__ import annotations
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ..backend import numpy_backend
 from ..errors import DivergenceError
 from ..losses import get_loss
+from ._history import combine_rows, mean_and_cross, rows_dot
 from .deep_tangent import Tangents
 
 _NP = numpy_backend()
 RCOND = 1e-10
-RCOND_32 = 1e-5      # float32 storage: Gram entries are only good to ~1e-6 relative
 GROUPS = 32          # particle groups for the batch-means standard error
 
 
-def times_rows(coef, rows):
-    """coefᵀ @ rows -> (m, N) float64, with ``rows`` (k, N) in the storage dtype.
+CHUNK_ELEMENTS = 1 << 19     # float64 elements of one block of a history (4 MiB: in cache)
 
-    The small factor is cast to the storage dtype so the pass over the
-    history runs in that precision (float32 halves the bytes moved).
-    """
-    out = coef.T.astype(rows.dtype, copy=False) @ rows
-    return out.astype(np.float64, copy=False)
+
+def _chunks(rows):
+    """Column slices of ``rows`` (k, N) of about CHUNK_ELEMENTS elements each."""
+    k, N = rows.shape
+    width = max(256, CHUNK_ELEMENTS // max(k, 1))
+    return [slice(j, min(j + width, N)) for j in range(0, N, width)]
 
 
 def rows_times(rows, V):
-    """rows @ Vᵀ -> (k, m) float64, with ``rows`` (k, N) in the storage dtype."""
-    return (rows @ V.astype(rows.dtype, copy=False).T).astype(np.float64, copy=False)
+    """rows @ Vᵀ -> (k, m) float64, for stored ``rows`` (k, N) and float64 V (m, N).
+
+    float64 storage: one BLAS product; float32: the mixed-precision kernel of
+    _history.py (float32 reads, float64 sums).
+    """
+    return rows @ V.T if rows.dtype == np.float64 else rows_dot(rows, V)
+
+
+def times_rows(coef, rows):
+    """coefᵀ @ rows -> (m, N) float64, for stored ``rows`` (k, N)."""
+    return coef.T @ rows if rows.dtype == np.float64 else combine_rows(coef, rows)
 
 
 class Family:
@@ -65,10 +75,9 @@ class Family:
     per store, and their inverses are recomputed once per store, so a query
     costs O(N k) (one pass over the history) plus O(k²).
 
-    With float32 storage the Gram entries carry relative rounding errors of
-    about 1e-6, so conditional variances below ``rtol`` (relative to the new
-    vectors' own variance) are treated as zero: a vector that repeats a stored
-    one must reuse its hat, not get a spurious innovation of size √rtol.
+    Conditional variances below ``RCOND`` times the new vectors' own variance
+    are rounding noise and treated as zero: a vector that repeats a stored
+    one must reuse its hat.
     """
 
     def __init__(self, N: int, capacity: int, sigma2: float, dtype=np.float64):
@@ -78,7 +87,7 @@ class Family:
         self.Ch = np.zeros((capacity, capacity))
         self.k = 0
         self.sigma2 = sigma2
-        self.rtol = RCOND if np.dtype(dtype) == np.float64 else RCOND_32
+        self.rtol = RCOND
         self._Pv = self._Ph = None
 
     def _solver(self, C):
@@ -103,40 +112,55 @@ class Family:
             P = np.linalg.pinv(A, rcond=self.rtol, hermitian=True)
         return lambda x: P @ x
 
-    def sample(self, V, rng):
+    def sample(self, V, rng, will_store: bool = False):
         """Hats for the rows of V (m, N), jointly, conditional on the stored hats.
 
-        Returns (hats, kappa, K0) — the last two are reused by :meth:`store`.
+        Returns (hats, info); ``info`` = (κ, K_0, cross) is what :meth:`store`
+        needs.  With ``will_store`` the cross products ⟨ĥ_old, ĥ_new⟩ are
+        accumulated in the same pass over the stored hats that forms the
+        conditional mean βᵀĤ, so storing costs no extra pass.  Hats are
+        rounded to the storage dtype here, so the particles use exactly the
+        values that are stored.
         """
-        N, k = V.shape[1], self.k
-        Vs = V.astype(self.vec.dtype, copy=False)      # what will be stored
-        K0 = self.sigma2 * rows_times(Vs, Vs) / N
+        N, k, m = V.shape[1], self.k, len(V)
+        dt = self.hat.dtype
+        Vs = V.astype(dt).astype(np.float64)             # the values that will be stored
+        K0 = self.sigma2 * (Vs @ Vs.T) / N
         if k == 0:
-            kappa, mean, cond = np.zeros((0, len(V))), 0.0, K0
+            kappa, beta, cond = np.zeros((0, m)), None, K0
         else:
             if self._Pv is None:
                 self._Pv = self._solver(self.Cv)
             kappa = self.sigma2 * rows_times(self.vec[:k], Vs) / N         # (k, m)
             beta = self._Pv(kappa)
-            mean = times_rows(beta, self.hat[:k])
             cond = K0 - kappa.T @ beta
         w, Q = np.linalg.eigh((cond + cond.T) / 2)
         w = np.where(w > self.rtol * max(float(np.max(np.diag(K0))), 0.0), w, 0.0)
-        root = Q * np.sqrt(w)
-        return mean + root @ rng.standard_normal((len(V), N)), kappa, K0
+        hats = (Q * np.sqrt(w)) @ rng.standard_normal((m, N))
+        cross = np.zeros((k, m)) if will_store else None
+        if k and dt != np.float64:
+            cross = mean_and_cross(beta, self.hat[:k], hats, will_store)
+        elif k:
+            H = self.hat[:k]
+            for c in _chunks(H):               # one pass: mean, then cross while in cache
+                hats[:, c] += beta.T @ H[:, c]
+                if will_store:
+                    cross += H[:, c] @ hats[:, c].T
+        elif dt != np.float64:
+            hats = hats.astype(dt).astype(np.float64)
+        return hats, (kappa, K0, cross)
 
-    def store(self, V, hats, kappa, K0):
+    def store(self, V, hats, info):
+        kappa, K0, cross = info
         k, m = self.k, len(V)
         N = V.shape[1]
         self.vec[k:k + m], self.hat[k:k + m] = V, hats
         self.Cv[:k, k:k + m] = kappa
         self.Cv[k:k + m, :k] = kappa.T
         self.Cv[k:k + m, k:k + m] = K0
-        new = self.hat[k:k + m]
-        cross = rows_times(self.hat[:k], new) / N
-        self.Ch[:k, k:k + m] = cross
-        self.Ch[k:k + m, :k] = cross.T
-        self.Ch[k:k + m, k:k + m] = rows_times(new, new) / N
+        self.Ch[:k, k:k + m] = cross / N
+        self.Ch[k:k + m, :k] = cross.T / N
+        self.Ch[k:k + m, k:k + m] = hats @ hats.T / N
         self.k += m
         self._Pv = self._Ph = None
 
@@ -154,6 +178,22 @@ class Family:
 
 def deep_monte_carlo(net, routine, switches, particles: int, rng, decoupled: bool,
                      eval_steps: set, on_step, zdot: str = "stein", dtype=np.float64):
+    """One Monte Carlo run (see :func:`_deep_monte_carlo_run`).
+
+    With float32 histories the passes over them are Numba kernels
+    (_history.py) between small BLAS products; the two thread pools would
+    spin against each other, so BLAS is pinned to one thread for the run
+    (measured: 2x faster than leaving both pools at two threads).
+    """
+    args = (net, routine, switches, particles, rng, decoupled, eval_steps, on_step, zdot, dtype)
+    if np.dtype(dtype) == np.float64:
+        return _deep_monte_carlo_run(*args)
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _deep_monte_carlo_run(*args)
+
+
+def _deep_monte_carlo_run(net, routine, switches, particles: int, rng, decoupled: bool,
+                          eval_steps: set, on_step, zdot: str = "stein", dtype=np.float64):
     """One Monte Carlo run; returns the result dict shared by the limit engines.
 
     ``zdot``: 'stein' (regression on the sampled hats) or 'tangent' (forward-mode
@@ -216,7 +256,8 @@ def deep_monte_carlo(net, routine, switches, particles: int, rng, decoupled: boo
             Jx = [tan.times(Jh[0], phi.dphi(hs[0], _NP))]
         for l in range(2, L + 1):
             x = xs[-1]
-            hat, kappa, K0 = F[l].sample(x, rng)
+            hat, info = F[l].sample(x, rng, will_store=store)
+            kappa = info[0]
             k0, kG = F[l].k, G[l].k
             zc = tan.forward_zdot(l, Jx[-1], kG) if tan is not None and kG else None
             coef = coefficients(F[l], G[l], x, kappa, l, zc)
@@ -226,7 +267,7 @@ def deep_monte_carlo(net, routine, switches, particles: int, rng, decoupled: boo
                 if store:
                     tan.store_forward(l, k0, Jx[-1])
             if store:
-                F[l].store(x, hat, kappa, K0)
+                F[l].store(x, hat, info)
             hs.append(h)
             xs.append(phi.phi(h, _NP))
             if tan is not None:
@@ -288,7 +329,8 @@ def deep_monte_carlo(net, routine, switches, particles: int, rng, decoupled: boo
                 Jdh = tan.product(tan.readout(alpha, chi), phi.dphi(hs[-1], _NP), dx,
                                   phi.d2phi(hs[-1], _NP), Jh[-1])
             for l in range(L, 1, -1):
-                hat, kappa, K0 = G[l].sample(dh, rng)
+                hat, info = G[l].sample(dh, rng, will_store=True)
+                kappa = info[0]
                 k0, kF = G[l].k, F[l].k
                 zc = tan.backward_zdot(l, Jdh, kF) if tan is not None else None
                 coef = coefficients(G[l], F[l], dh, kappa, l, zc)
@@ -296,7 +338,7 @@ def deep_monte_carlo(net, routine, switches, particles: int, rng, decoupled: boo
                 if tan is not None:
                     Jdx = tan.backward_J(l, coef, kF, B, k0)
                     tan.store_backward(l, k0, Jdh)
-                G[l].store(dh, hat, kappa, K0)
+                G[l].store(dh, hat, info)
                 h = hs[l - 2]
                 dh = dx * phi.dphi(h, _NP)
                 if tan is not None:

@@ -15,6 +15,7 @@ Dispatch follows the exact classification (DESIGN §2):
 """
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -86,7 +87,7 @@ def _check_loss(res) -> None:
 
 
 def _deep_monte_carlo(net, routine, k, particles, seed, replicates, backprop, eval_every,
-                      zdot, dtype, on_step):
+                      zdot, dtype, workers, on_step):
     N = particles + particles % 2
     T, B, E = routine.steps, routine.batch_size, len(routine.eval_inputs)
     hist = 4 * (net.L - 1) * B * T                                  # vec + hat, F and G
@@ -96,22 +97,32 @@ def _deep_monte_carlo(net, routine, k, particles, seed, replicates, backprop, ev
     zdot = "none (decoupled)" if backprop == "decoupled" else zdot
     if zdot == "tangent":
         per_particle += tangent_bytes_per_particle(net.L, net.d_in, net.d_out, B, T, E)
-    check_memory(N, per_particle, "the deep engine's histories"
+    procs = min(workers, replicates)          # replicates held in memory at once
+    check_memory(N, per_particle * procs, "the deep engine's histories"
                  + (" and derivative arrays (zdot='tangent'; 'stein' needs far less)"
-                    if zdot == "tangent" else ""))
+                    if zdot == "tangent" else "")
+                 + (f" in {procs} worker processes" if procs > 1 else ""))
     eval_steps = set(range(0, T + 1, eval_every)) | {T}
+    args = (net, routine, k.limit_switches, N, backprop == "decoupled", eval_steps, zdot, dtype)
     res, extra = run_replicates(
-        lambda rng: deep_monte_carlo(net, routine, k.limit_switches, N, rng,
-                                     backprop == "decoupled", eval_steps, on_step, zdot,
-                                     dtype),
+        lambda rng: deep_monte_carlo(*args[:4], rng, *args[4:6], on_step, *args[6:]),
         seed, replicates, "batch means over 32 particle groups (ignores error carried by chi "
-                          "and the Ż coefficients; use replicates > 1)")
-    extra.update({"engine": "limit/deep_monte_carlo", "particles": N, "zdot": zdot})
+                          "and the Ż coefficients; use replicates > 1)",
+        task=functools.partial(_deep_replicate, *args), workers=workers,
+        on_done=lambda: [on_step(t) for t in range(T)])
+    extra.update({"engine": "limit/deep_monte_carlo", "particles": N, "zdot": zdot,
+                  "workers": procs})
     return res, extra
 
 
+def _deep_replicate(net, routine, switches, N, decoupled, eval_steps, zdot, dtype, seed_seq):
+    """One deep Monte Carlo replicate in a worker process (no progress callback there)."""
+    return deep_monte_carlo(net, routine, switches, N, np.random.default_rng(seed_seq),
+                            decoupled, eval_steps, lambda t: None, zdot, dtype)
+
+
 def _run_engine(net, routine, k, kernel_regime, method, particles, seed, replicates, backprop,
-                eval_every, dtype, record, kernel, f0, samples, zdot, on_step):
+                eval_every, dtype, record, kernel, f0, samples, zdot, workers, on_step):
     """Run the engine the classification selects; returns (result dict, meta additions)."""
     if kernel_regime:
         return simulate_kernel(net, routine, k, f0, samples, seed, on_step)
@@ -121,7 +132,7 @@ def _run_engine(net, routine, k, kernel_regime, method, particles, seed, replica
                      "se_method": "exact (linear combinations of Gaussian primitives)"}
     if net.L >= 2:
         return _deep_monte_carlo(net, routine, k, particles, seed, replicates, backprop,
-                                 eval_every, zdot, dtype, on_step)
+                                 eval_every, zdot, dtype, workers, on_step)
     return simulate_one_hidden(net, routine, k.limit_switches, particles, seed, replicates,
                                method, eval_every, "stats" in record, kernel, dtype, on_step)
 
@@ -145,7 +156,7 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
                    progress: bool = False, dtype=np.float64, record=("stats",),
                    kernel: str = "numba", f0="sample", samples: int = 64,
                    backprop: str = "exact", on_divergence: str = "raise",
-                   zdot: str = "stein") -> Trajectory:
+                   zdot: str = "stein", workers: int = 1) -> Trajectory:
     """Simulate the infinite-width training dynamics; returns a :class:`Trajectory`.
 
     Parameters
@@ -169,6 +180,9 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
         sampled hats; time ∝ T², the default) or 'tangent' (forward-mode
         derivatives per particle; exact given the particles, time ∝ T³,
         memory ∝ T²).  ``meta["zdot"]`` records it.
+    workers : deep Monte Carlo: run the replicates in this many processes
+        (each with one BLAS and Numba thread; same seeds, same result as
+        ``workers=1``).  Worth it when one run cannot keep every core busy.
     on_divergence : 'raise' a DivergenceError naming the step and quantity, or
         'stop' and return the steps before it with ``meta["diverged"]`` set.
     f0, samples : kernel and trivial regimes only: the initial function —
@@ -183,6 +197,7 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
     k = _check(net, routine, particles, replicates, method, eval_every, dtype, record, backprop)
     if on_divergence not in ("raise", "stop"):
         raise SpecError(f"on_divergence = {on_divergence!r}; use 'raise' or 'stop'")
+    check_int(workers, "workers")
     if zdot not in ("stein", "tangent"):
         raise SpecError(f"zdot = {zdot!r}; use 'stein' or 'tangent'")
     check_int(samples, "samples")
@@ -205,7 +220,7 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
         with np.errstate(over="ignore", invalid="ignore"):
             res, extra = _run_engine(net, routine, k, kernel_regime, method, particles, seed,
                                      replicates, backprop, eval_every, dtype, record, kernel,
-                                     f0, samples, zdot, on_step)
+                                     f0, samples, zdot, workers, on_step)
     finally:
         if bar is not None:
             bar.close()

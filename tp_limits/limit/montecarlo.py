@@ -13,6 +13,7 @@ import numpy as np
 
 from ..backend import numpy_backend
 from ..errors import MemoryBudgetError
+from ..parallel import process_pool
 
 #: Result arrays averaged over replicates.
 AVERAGED = ("f_eval", "f_train", "loss", "h2", "dh2", "x2", "dx2", "fk")
@@ -38,16 +39,47 @@ def combine_replicates(runs: list, replicates: int) -> dict:
     return res
 
 
-def run_replicates(run_one, seed: int, replicates: int, single_run_se: str):
+def _in_processes(task, seeds, workers: int, on_done) -> list:
+    """``task(ss)`` for each seed sequence in a process pool; Ctrl-C keeps what finished.
+
+    The workers receive the same Ctrl-C, stop at their own step boundary and
+    return their partial runs, which are collected like finished ones.
+    """
+    pool = process_pool(workers)
+    futures = [pool.submit(task, ss) for ss in seeds]
+    runs = []
+    try:
+        for fut in futures:
+            runs.append(fut.result())
+            on_done()
+    except KeyboardInterrupt:
+        runs += [f.result() for f in futures[len(runs):] if not f.cancelled()]
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return runs
+
+
+def run_replicates(run_one, seed: int, replicates: int, single_run_se: str, task=None,
+                   workers: int = 1, on_done=lambda: None):
     """Run ``run_one(rng)`` ``replicates`` times; returns (result, meta additions).
 
     ``single_run_se`` describes the standard error a lone run reports itself.
+    With ``workers > 1`` and a picklable ``task(seed_sequence)``, replicates run
+    in that many processes (each with one BLAS and Numba thread); ``on_done``
+    is called as each finishes.  The seeds are the same either way, so the
+    result does not depend on ``workers``.
     """
+    seeds = np.random.SeedSequence(seed).spawn(replicates)
     runs = []
-    for ss in np.random.SeedSequence(seed).spawn(replicates):
-        runs.append(run_one(np.random.default_rng(ss)))
-        if runs[-1]["interrupted"] or runs[-1]["diverged"]:
-            break
+    if workers > 1 and replicates > 1 and task is not None:
+        runs = _in_processes(task, seeds, min(workers, replicates), on_done)
+        bad = [i for i, r in enumerate(runs) if r["interrupted"] or r["diverged"]]
+        runs = runs[: bad[0] + 1] if bad else runs
+    else:
+        for ss in seeds:
+            runs.append(run_one(np.random.default_rng(ss)))
+            if runs[-1]["interrupted"] or runs[-1]["diverged"]:
+                break
     if len(runs) == 1:
         return runs[0], {"se_method": single_run_se}
     return combine_replicates(runs, replicates), {

@@ -17,13 +17,14 @@ import multiprocessing
 import os
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 
-from ..errors import SpecError
+from .errors import SpecError
 
-_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                "NUMBA_NUM_THREADS")
 
 
 @contextlib.contextmanager
-def _single_threaded_children():
+def single_threaded_children():
     """Children spawned inside this block inherit one-thread BLAS settings."""
     saved = {k: os.environ.get(k) for k in _THREAD_VARS}
     os.environ.update({k: "1" for k in _THREAD_VARS})
@@ -53,7 +54,7 @@ def run_tasks(fn, tasks: list, executor=None, progress: bool = False, desc: str 
             return out
         if executor is None:
             workers = max(1, min(len(tasks), os.cpu_count() or 1))
-            with _single_threaded_children(), ProcessPoolExecutor(
+            with single_threaded_children(), ProcessPoolExecutor(
                     workers, mp_context=multiprocessing.get_context("spawn")) as pool:
                 return _collect(pool, fn, tasks, bar)
         if not isinstance(executor, Executor):
@@ -63,6 +64,16 @@ def run_tasks(fn, tasks: list, executor=None, progress: bool = False, desc: str 
     finally:
         if bar is not None:
             bar.close()
+
+
+def process_pool(workers: int) -> ProcessPoolExecutor:
+    """A spawn-context pool whose workers were started with one-thread BLAS and Numba."""
+    with single_threaded_children():
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        # start the workers now, inside the single-thread environment
+        for f in [pool.submit(os.getpid) for _ in range(workers)]:
+            f.result()
+    return pool
 
 
 def _collect(pool, fn, tasks, bar) -> list:

@@ -1,0 +1,116 @@
+"""Passes over single-precision hat histories with double-precision sums (docs/theory.md §4).
+
+The deep engine can store its histories (k stored vectors or hats of length
+N) in float32 to halve memory and memory traffic.  Its products over the
+particle axis must still accumulate in float64: single-precision sums of
+10⁵ terms lose about five digits, and the ill-conditioned Gram inverses of
+long runs amplify that into a visible bias.  BLAS has no mixed-precision
+product, so these kernels read the float32 rows once and accumulate in
+float64:
+
+    rows_dot(R, V)            = R Vᵀ            (k, m)   R: (k, N) float32, V: (m, N)
+    combine_rows(C, R)        = Cᵀ R            (m, N)   C: (k, m)
+    mean_and_cross(C, R, Z)   = H = round32(Z + Cᵀ R),  R Hᵀ      (new hats and their
+                                                                 cross products, one pass)
+
+Particles are split into a fixed number of chunks (not one per thread), each
+chunk writes its own partial sums and the host adds them in order, so results
+do not depend on the thread count.  tests/test_limit_deep_mc.py checks every
+kernel against its float64 NumPy twin.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+CHUNKS = 16        # fixed particle chunks: partial sums independent of the thread count
+BLOCK = 512        # particles per inner block: k x BLOCK float32 rows stay in L2
+
+
+def _bounds(N: int):
+    edges = np.linspace(0, N, CHUNKS + 1).astype(np.int64)
+    return edges[:-1], edges[1:]
+
+
+@njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
+def _rows_dot(R, V, lo, hi):
+    k, m = R.shape[0], V.shape[0]
+    part = np.zeros((len(lo), k, m))
+    for c in prange(len(lo)):
+        for b0 in range(lo[c], hi[c], BLOCK):
+            b1 = min(b0 + BLOCK, hi[c])
+            for i in range(k):
+                rb = R[i, b0:b1]
+                for j in range(m):
+                    vb = V[j, b0:b1]
+                    s = 0.0
+                    for p in range(b1 - b0):
+                        s += rb[p] * vb[p]
+                    part[c, i, j] += s
+    return part
+
+
+@njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
+def _combine_rows(C, R, out, lo, hi):
+    k, m = C.shape
+    for c in prange(len(lo)):
+        for b0 in range(lo[c], hi[c], BLOCK):
+            b1 = min(b0 + BLOCK, hi[c])
+            for i in range(k):
+                rb = R[i, b0:b1]
+                for j in range(m):
+                    w = C[i, j]
+                    ob = out[j, b0:b1]
+                    for p in range(b1 - b0):
+                        ob[p] += w * rb[p]
+
+
+@njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
+def _mean_and_cross(C, R, Z, lo, hi, want_cross):
+    k, m = C.shape
+    part = np.zeros((len(lo), k, m))
+    for c in prange(len(lo)):
+        for b0 in range(lo[c], hi[c], BLOCK):
+            b1 = min(b0 + BLOCK, hi[c])
+            for i in range(k):                  # Z += Cᵀ R on this block
+                rb = R[i, b0:b1]
+                for j in range(m):
+                    w = C[i, j]
+                    zb = Z[j, b0:b1]
+                    for p in range(b1 - b0):
+                        zb[p] += w * rb[p]
+            for j in range(m):                  # the stored values are float32
+                zb = Z[j, b0:b1]
+                for p in range(b1 - b0):
+                    zb[p] = np.float64(np.float32(zb[p]))
+            if want_cross:                      # R Hᵀ while the rows are still in cache
+                for i in range(k):
+                    rb = R[i, b0:b1]
+                    for j in range(m):
+                        zb = Z[j, b0:b1]
+                        s = 0.0
+                        for p in range(b1 - b0):
+                            s += rb[p] * zb[p]
+                        part[c, i, j] += s
+    return part
+
+
+def rows_dot(R, V):
+    """R Vᵀ (k, m) in float64 for float32 rows R (k, N) and float64 V (m, N)."""
+    lo, hi = _bounds(R.shape[1])
+    return _rows_dot(R, np.ascontiguousarray(V, np.float64), lo, hi).sum(axis=0)
+
+
+def combine_rows(C, R):
+    """Cᵀ R (m, N) in float64 for float32 rows R (k, N) and coefficients C (k, m)."""
+    out = np.zeros((C.shape[1], R.shape[1]))
+    lo, hi = _bounds(R.shape[1])
+    _combine_rows(np.ascontiguousarray(C, np.float64), R, out, lo, hi)
+    return out
+
+
+def mean_and_cross(C, R, Z, want_cross: bool):
+    """Z <- round32(Z + Cᵀ R) in place; returns R Zᵀ (k, m) when ``want_cross``, else None."""
+    lo, hi = _bounds(R.shape[1])
+    part = _mean_and_cross(np.ascontiguousarray(C, np.float64), R, Z, lo, hi, want_cross)
+    return part.sum(axis=0) if want_cross else None
