@@ -13,14 +13,17 @@ N8 = dict(X=np.array([[1, 0, 0], [0, 1, 0], [0.5, 0.5, 0.5], [1, -1, 0]], float)
 
 
 @pytest.mark.parametrize("zdot", ["stein", "tangent"])
-@pytest.mark.parametrize("case", ["D1, L=2", "D1, L=3", "N8, L=2", "D1, L=2, decoupled"])
+@pytest.mark.parametrize("case", ["D1, L=2", "D1, L=3", "N8, L=2", "N8, L=3",
+                                  "D1, L=2, decoupled"])
 def test_monte_carlo_matches_exact_deep_linear(case, zdot):
     if "decoupled" in case and zdot == "tangent":
         pytest.skip("the decoupled limit has no Ż to estimate")
     backprop = "decoupled" if "decoupled" in case else "exact"
     if case.startswith("N8"):
-        net = tp.MLP(tp.mup(2), 3, 2, phi="id", sigma=[1.3, 0.7, 1.2])
-        r = tp.Routine(lr=0.4, **N8)
+        L = 3 if "L=3" in case else 2
+        sigma = [1.3, 0.7, 1.2] if L == 2 else [1.3, 0.7, 0.9, 1.2]
+        net = tp.MLP(tp.mup(L), 3, 2, phi="id", sigma=sigma)
+        r = tp.Routine(lr=0.4 if L == 2 else 0.25, **N8)
     else:
         L = 3 if "L=3" in case else 2
         net, r = tp.MLP(tp.mup(L), 2, 1, phi="id"), tp.Routine(lr=0.5 if L == 2 else 0.25, **D1)

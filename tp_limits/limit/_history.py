@@ -32,21 +32,25 @@ def _bounds(N: int):
     return edges[:-1], edges[1:]
 
 
+@njit(cache=True, fastmath=True, error_model="numpy")
+def _block_dot(R, V, b0, b1, acc):
+    """acc += R[:, b0:b1] V[:, b0:b1]ᵀ, summed in float64."""
+    for i in range(R.shape[0]):
+        rb = R[i, b0:b1]
+        for j in range(V.shape[0]):
+            vb = V[j, b0:b1]
+            s = 0.0
+            for p in range(b1 - b0):
+                s += rb[p] * vb[p]
+            acc[i, j] += s
+
+
 @njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
 def _rows_dot(R, V, lo, hi):
-    k, m = R.shape[0], V.shape[0]
-    part = np.zeros((len(lo), k, m))
+    part = np.zeros((len(lo), R.shape[0], V.shape[0]))
     for c in prange(len(lo)):
         for b0 in range(lo[c], hi[c], BLOCK):
-            b1 = min(b0 + BLOCK, hi[c])
-            for i in range(k):
-                rb = R[i, b0:b1]
-                for j in range(m):
-                    vb = V[j, b0:b1]
-                    s = 0.0
-                    for p in range(b1 - b0):
-                        s += rb[p] * vb[p]
-                    part[c, i, j] += s
+            _block_dot(R, V, b0, min(b0 + BLOCK, hi[c]), part[c])
     return part
 
 
@@ -84,14 +88,7 @@ def _mean_and_cross(C, R, Z, lo, hi, want_cross):
                 for p in range(b1 - b0):
                     zb[p] = np.float64(np.float32(zb[p]))
             if want_cross:                      # R Hᵀ while the rows are still in cache
-                for i in range(k):
-                    rb = R[i, b0:b1]
-                    for j in range(m):
-                        zb = Z[j, b0:b1]
-                        s = 0.0
-                        for p in range(b1 - b0):
-                            s += rb[p] * zb[p]
-                        part[c, i, j] += s
+                _block_dot(R, Z, b0, b1, part[c])
     return part
 
 
