@@ -53,9 +53,7 @@ def run_tasks(fn, tasks: list, executor=None, progress: bool = False, desc: str 
                     bar.update()
             return out
         if executor is None:
-            workers = max(1, min(len(tasks), os.cpu_count() or 1))
-            with single_threaded_children(), ProcessPoolExecutor(
-                    workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            with process_pool(max(1, min(len(tasks), os.cpu_count() or 1))) as pool:
                 return _collect(pool, fn, tasks, bar)
         if not isinstance(executor, Executor):
             raise SpecError(f"executor must be None, 'serial' or a concurrent.futures.Executor, "
@@ -66,14 +64,17 @@ def run_tasks(fn, tasks: list, executor=None, progress: bool = False, desc: str 
             bar.close()
 
 
-def process_pool(workers: int) -> ProcessPoolExecutor:
-    """A spawn-context pool whose workers were started with one-thread BLAS and Numba."""
-    with single_threaded_children():
-        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-        # start the workers now, inside the single-thread environment
-        for f in [pool.submit(os.getpid) for _ in range(workers)]:
-            f.result()
-    return pool
+@contextlib.contextmanager
+def process_pool(workers: int):
+    """A spawn-context process pool whose workers run one BLAS and one Numba thread.
+
+    Workers start lazily, so the one-thread environment is kept for the
+    pool's whole life (the parent's own thread pools are already set up and
+    do not read it again).
+    """
+    with single_threaded_children(), ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield pool
 
 
 def _collect(pool, fn, tasks, bar) -> list:

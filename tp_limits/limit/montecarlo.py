@@ -45,17 +45,15 @@ def _in_processes(task, seeds, workers: int, on_done) -> list:
     The workers receive the same Ctrl-C, stop at their own step boundary and
     return their partial runs, which are collected like finished ones.
     """
-    pool = process_pool(workers)
-    futures = [pool.submit(task, ss) for ss in seeds]
     runs = []
-    try:
-        for fut in futures:
-            runs.append(fut.result())
-            on_done()
-    except KeyboardInterrupt:
-        runs += [f.result() for f in futures[len(runs):] if not f.cancelled()]
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    with process_pool(workers) as pool:
+        futures = [pool.submit(task, ss) for ss in seeds]
+        try:
+            for fut in futures:
+                runs.append(fut.result())
+                on_done()
+        except KeyboardInterrupt:
+            runs += [f.result() for f in futures[len(runs):] if not f.cancelled()]
     return runs
 
 
