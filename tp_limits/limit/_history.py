@@ -54,19 +54,23 @@ def _rows_dot(R, V, lo, hi):
     return part
 
 
+@njit(cache=True, fastmath=True, error_model="numpy")
+def _block_combine(C, R, b0, b1, out):
+    """out[:, b0:b1] += Cᵀ R[:, b0:b1] (each float32 row read once, from L1)."""
+    for i in range(R.shape[0]):
+        rb = R[i, b0:b1]
+        for j in range(C.shape[1]):
+            w = C[i, j]
+            ob = out[j, b0:b1]
+            for p in range(b1 - b0):
+                ob[p] += w * rb[p]
+
+
 @njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
 def _combine_rows(C, R, out, lo, hi):
-    k, m = C.shape
     for c in prange(len(lo)):
         for b0 in range(lo[c], hi[c], BLOCK):
-            b1 = min(b0 + BLOCK, hi[c])
-            for i in range(k):
-                rb = R[i, b0:b1]
-                for j in range(m):
-                    w = C[i, j]
-                    ob = out[j, b0:b1]
-                    for p in range(b1 - b0):
-                        ob[p] += w * rb[p]
+            _block_combine(C, R, b0, min(b0 + BLOCK, hi[c]), out)
 
 
 @njit(parallel=True, cache=True, fastmath=True, error_model="numpy")
@@ -76,13 +80,7 @@ def _mean_and_cross(C, R, Z, lo, hi, want_cross):
     for c in prange(len(lo)):
         for b0 in range(lo[c], hi[c], BLOCK):
             b1 = min(b0 + BLOCK, hi[c])
-            for i in range(k):                  # Z += Cᵀ R on this block
-                rb = R[i, b0:b1]
-                for j in range(m):
-                    w = C[i, j]
-                    zb = Z[j, b0:b1]
-                    for p in range(b1 - b0):
-                        zb[p] += w * rb[p]
+            _block_combine(C, R, b0, b1, Z)     # Z += Cᵀ R on this block
             for j in range(m):                  # the stored values are float32
                 zb = Z[j, b0:b1]
                 for p in range(b1 - b0):
