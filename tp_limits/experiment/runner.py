@@ -81,12 +81,6 @@ def _d_out(data: dict, Y: np.ndarray) -> int:
     return 1 if Y.ndim == 1 else Y.shape[1]
 
 
-def _dtype(name: str):
-    if name not in ("float64", "float32"):
-        raise ExperimentError(f"limit.dtype = {name!r}: use 'float64' or 'float32'")
-    return np.dtype(name)
-
-
 def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
     """Validate ``config`` and build the experiment (no simulation yet).
 
@@ -116,7 +110,7 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
     limit = {
         "particles": lim["particles"], "replicates": lim["replicates"], "seed": lim["seed"],
         "method": lim["method"], "backprop": lim["backprop"], "zdot": lim["zdot"],
-        "dtype": _dtype(lim["dtype"]), "workers": lim["workers"]}
+        "dtype": np.dtype(lim["dtype"]), "workers": lim["workers"]}
     fin = cfg["finite"]
     finite = {} if not fin["enabled"] else {
         "widths": tuple(sorted(set(fin["widths"]))), "seeds": fin["seeds"],

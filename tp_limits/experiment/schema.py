@@ -13,7 +13,10 @@ import difflib
 import numbers
 from dataclasses import dataclass
 
+from ..abc.presets import PRESETS
 from ..errors import TPError
+from ..losses import LOSSES
+from ..nonlinearities import NONLINEARITIES
 
 
 class ExperimentError(TPError, ValueError):
@@ -28,6 +31,7 @@ class Key:
     default: object
     doc: str
     required: bool = False
+    choices: tuple = ()  # the allowed values of a string key (empty: any)
 
 
 def _is_number(v) -> bool:
@@ -76,18 +80,21 @@ SCHEMA: dict = {
         "description": Key("str", "", "free text copied into the summary"),
     },
     "parametrization": {
-        "preset": Key("str", None, "sp, ntp, mfp or mup (or give a, b, c instead)"),
+        "preset": Key("str", None, "sp, ntp, mfp or mup (or give a, b, c instead)",
+                      choices=tuple(sorted(PRESETS))),
         "L": Key("int", None, "number of hidden layers (required with a preset)"),
         "a": Key("exponents", None, "a_1..a_{L+1} (custom parametrization)"),
         "b": Key("exponents", None, "b_1..b_{L+1}; 'oo' allowed last (zero readout)"),
         "c": Key("exponent|exponents", None,
                  "learning-rate exponent, one value or one per layer (sp/ntp: default 0)"),
-        "form": Key("str", "tp4", "mup only: 'tp4' or 'a0'"),
-        "optimizer": Key("str", "sgd", "'sgd' (limits exist for SGD only) or 'adam'"),
+        "form": Key("str", "tp4", "mup only: 'tp4' or 'a0'", choices=("tp4", "a0")),
+        "optimizer": Key("str", "sgd", "'sgd' (limits exist for SGD only) or 'adam'",
+                         choices=("sgd", "adam")),
         "name": Key("str", "", "label of a custom parametrization"),
     },
     "model": {
-        "phi": Key("str", "tanh", "nonlinearity: tanh, relu, gelu, erf, sigmoid, silu, id"),
+        "phi": Key("str", "tanh", "nonlinearity: " + ", ".join(sorted(NONLINEARITIES)),
+                   choices=tuple(sorted(NONLINEARITIES))),
         "sigma": Key("number|numbers", 1.0, "init constants σ_l (scalar or L+1 values)"),
         "lr_mult": Key("number|numbers", 1.0, "per-layer learning-rate multipliers"),
         "readout_multiplier": Key("number", 1.0, "output multiplier α"),
@@ -96,7 +103,8 @@ SCHEMA: dict = {
     "data": {
         "generator": Key("str", None,
                          "built-in data: 'teacher' (regression on the unit sphere), "
-                         "'blobs' (classes for xent) or 'd1' (the spec's data D1)"),
+                         "'blobs' (classes for xent) or 'd1' (the spec's data D1)",
+                         choices=("teacher", "blobs", "d1")),
         "X": Key("array", None, "training inputs, rows in training order"),
         "Y": Key("array", None, "training targets (rows), or integer labels for xent"),
         "eval_inputs": Key("array", None, "evaluation inputs (default: distinct training inputs)"),
@@ -109,7 +117,7 @@ SCHEMA: dict = {
     },
     "routine": {
         "lr": Key("number", None, "base learning rate η", required=True),
-        "loss": Key("str", "mse", "'mse' or 'xent'"),
+        "loss": Key("str", "mse", "'mse' or 'xent'", choices=tuple(sorted(LOSSES))),
         "batch_size": Key("int", 1, "examples per SGD step"),
         "steps": Key("int", None, "SGD steps (generators: default 16; arrays: len(X) / batch)"),
     },
@@ -117,17 +125,21 @@ SCHEMA: dict = {
         "particles": Key("int", 200_000, "Monte Carlo particles per replicate"),
         "replicates": Key("int", 4, "independent replicates (give the error bars)"),
         "seed": Key("int", 0, "seed of the first replicate"),
-        "method": Key("str", None, "'exact', 'monte_carlo' or 'quadrature' (default: by φ)"),
-        "backprop": Key("str", "exact", "'exact' or 'decoupled' (deep limits)"),
-        "zdot": Key("str", "stein", "deep Monte Carlo Ż estimator: 'stein' or 'tangent'"),
-        "dtype": Key("str", "float64", "storage precision: 'float64' or 'float32'"),
+        "method": Key("str", None, "'exact', 'monte_carlo' or 'quadrature' (default: by φ)",
+                      choices=("exact", "monte_carlo", "quadrature")),
+        "backprop": Key("str", "exact", "'exact' or 'decoupled' (deep limits)",
+                        choices=("exact", "decoupled")),
+        "zdot": Key("str", "stein", "deep Monte Carlo Ż estimator: 'stein' or 'tangent'",
+                    choices=("stein", "tangent")),
+        "dtype": Key("str", "float64", "storage precision: 'float64' or 'float32'",
+                     choices=("float64", "float32")),
         "workers": Key("int", 1, "deep Monte Carlo: processes for the replicates"),
     },
     "finite": {
         "enabled": Key("bool", True, "train finite networks"),
         "widths": Key("ints", [256, 512, 1024, 2048, 4096], "widths n (at least two)"),
         "seeds": Key("int", 8, "seeds per width (at least two)"),
-        "backend": Key("str", "numpy", "'numpy' or 'cupy'"),
+        "backend": Key("str", "numpy", "'numpy' or 'cupy'", choices=("numpy", "cupy")),
         "parallel": Key("bool", True, "train in a process pool (one worker per core)"),
         "spectral": Key("bool", False, "also record spectral-norm ratios (slower)"),
     },
@@ -174,6 +186,10 @@ def validate(config: dict) -> dict:
             ok, what = _CHECKS[spec.kind]
             if not ok(given[key]):
                 raise ExperimentError(f"{section}.{key} must be {what}, got {given[key]!r}")
+            if spec.choices and given[key] not in spec.choices:
+                raise ExperimentError(
+                    f"{section}.{key} = {given[key]!r}{_suggest(given[key], spec.choices)}; "
+                    f"choose one of {', '.join(spec.choices)}")
             resolved[key] = given[key]
         out[section] = resolved
     _check_combinations(out)
