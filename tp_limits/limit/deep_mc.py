@@ -87,13 +87,12 @@ class Family:
         self.Ch = np.zeros((capacity, capacity))
         self.k = 0
         self.sigma2 = sigma2
-        self.rtol = RCOND
         self._Pv = self._Ph = None
 
     def _solver(self, C):
         """A function x -> C⁺ x for the current k x k Gram matrix.
 
-        The inverse of C + ridge I, ridge = rtol x (mean diagonal), computed
+        The inverse of C + ridge I, ridge = RCOND x (mean diagonal), computed
         once per store (O(k³), in NumPy's BLAS: mixing in SciPy's separate
         BLAS here makes the two thread pools fight); a solve is then one
         k x k product.  The ridge is the regularized pseudo-inverse and only
@@ -107,9 +106,9 @@ class Family:
             # zero readout): the family carries no information, C⁺ = 0
             return lambda x: np.zeros_like(x)
         try:
-            P = np.linalg.inv(A + self.rtol * scale * np.eye(k))
+            P = np.linalg.inv(A + RCOND * scale * np.eye(k))
         except np.linalg.LinAlgError:
-            P = np.linalg.pinv(A, rcond=self.rtol, hermitian=True)
+            P = np.linalg.pinv(A, rcond=RCOND, hermitian=True)
         return lambda x: P @ x
 
     def sample(self, V, rng, will_store: bool = False):
@@ -124,7 +123,8 @@ class Family:
         """
         N, k, m = V.shape[1], self.k, len(V)
         dt = self.hat.dtype
-        Vs = V.astype(dt).astype(np.float64)             # the values that will be stored
+        # the values that will be stored (float32 storage rounds them first)
+        Vs = V if dt == np.float64 else V.astype(dt).astype(np.float64)
         K0 = self.sigma2 * (Vs @ Vs.T) / N
         if k == 0:
             kappa, beta, cond = np.zeros((0, m)), None, K0
@@ -135,7 +135,7 @@ class Family:
             beta = self._Pv(kappa)
             cond = K0 - kappa.T @ beta
         w, Q = np.linalg.eigh((cond + cond.T) / 2)
-        w = np.where(w > self.rtol * max(float(np.max(np.diag(K0))), 0.0), w, 0.0)
+        w = np.where(w > RCOND * max(float(np.max(np.diag(K0))), 0.0), w, 0.0)
         hats = (Q * np.sqrt(w)) @ rng.standard_normal((m, N))
         cross = np.zeros((k, m)) if will_store else None
         if k and dt != np.float64:
