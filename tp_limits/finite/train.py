@@ -16,6 +16,7 @@ from ..backend import get_backend
 from ..errors import DivergenceError, MemoryBudgetError, SpecError
 from ..losses import get_loss
 from ..spec import MLP, Routine, check_compatible, check_int
+from ..steps import StepLoop
 from ..trajectory import Trajectory
 from .network import FiniteNetwork
 from .stats import StatsRecorder
@@ -97,13 +98,13 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
         if recorder is not None:
             recorder.record(t, hs, xs, f)
 
-    completed, diverged, interrupted = 0, None, False
-    try:
+    loop = StepLoop(T, catch_divergence=on_divergence != "raise")
+    with loop:
         evaluate(0)
-        steps = range(T)
+        steps = loop
         if progress:
             from tqdm.auto import tqdm
-            steps = tqdm(steps, desc=f"width {width}", unit="step")
+            steps = tqdm(loop, desc=f"width {width}", unit="step")
         for t in steps:
             Xb = b.asarray(routine.X[routine.batch(t)], dtype)
             Yb = b.asarray(Y[routine.batch(t)], dtype)
@@ -115,13 +116,7 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
             f_train[t] = tonp(f)
             nw.step(hs, xs, loss_fn.grad(f, Yb, xp) / B)
             evaluate(t + 1)
-            completed = t + 1
-    except DivergenceError as exc:
-        if on_divergence == "raise":
-            raise
-        diverged = exc.info()
-    except KeyboardInterrupt:
-        interrupted = True
+    completed, interrupted, diverged = loop.completed, loop.interrupted, loop.diverged
 
     meta = {
         "engine": "finite", "width": int(width), "seed": int(seed), "backend": b.name,

@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DivergenceError
+from ..steps import StepLoop
 
 
 class _Primitives:
@@ -153,10 +154,10 @@ def deep_linear(net, routine, switches, decoupled: bool = False, on_step=None):
             for g in range(E):
                 fk[t, e, g] = prim.cov(xs_L[e], xs_L[g])
 
-    completed, interrupted, diverged = 0, False, None
-    try:
+    loop = StepLoop(T, on_step)
+    with loop:
         evaluate(0)
-        for t in range(T):
+        for t in loop:
             Xb, Yb = routine.X[t * B:(t + 1) * B], Y[t * B:(t + 1) * B]
             fwd = [forward(Xb[i], store=True) for i in range(B)]
             fb = np.array([output(hs[-1], t) for hs in fwd])
@@ -180,13 +181,7 @@ def deep_linear(net, routine, switches, decoupled: bool = False, on_step=None):
             for l in range(2, L + 1):
                 pairs[l].extend(new_pairs[l])
             evaluate(t + 1)
-            completed = t + 1
-            if on_step is not None:
-                on_step(t)
-    except KeyboardInterrupt:
-        interrupted = True
-    except DivergenceError as exc:
-        diverged = exc.info()
+    completed, interrupted, diverged = loop.completed, loop.interrupted, loop.diverged
     return {"f_eval": f_eval, "se": np.zeros_like(f_eval), "f_train": f_train, "loss": losses,
             "h2": h2, "dh2": dh2, "x2": h2, "dx2": dh2, "fk": fk, "completed": completed,
             "interrupted": interrupted, "diverged": diverged, "primitives": prim.count}

@@ -34,6 +34,7 @@ from threadpoolctl import threadpool_limits
 from ..backend import numpy_backend
 from ..errors import DivergenceError
 from ..losses import get_loss
+from ..steps import StepLoop
 from ._history import combine_rows, mean_and_cross, rows_dot
 from .deep_tangent import Tangents
 
@@ -312,10 +313,10 @@ def _deep_monte_carlo_run(net, routine, switches, particles: int, rng, decoupled
         f_eval[t], se[t] = output(xs[-1], t, with_se=True)
         fk[t] = xs[-1] @ xs[-1].T / N
 
-    completed, interrupted, diverged = 0, False, None
-    try:
+    loop = StepLoop(T, on_step)
+    with loop:
         evaluate(0)
-        for t in range(T):
+        for t in loop:
             Xb, Yb = routine.X[t * B:(t + 1) * B], Y[t * B:(t + 1) * B]
             hs, xs, (Jh, Jx) = forward(Xb, store=True)
             xL = xs[-1]
@@ -351,12 +352,6 @@ def _deep_monte_carlo_run(net, routine, switches, particles: int, rng, decoupled
             for l in range(2, L + 1):
                 npairs[l] += B
             evaluate(t + 1)
-            completed = t + 1
-            on_step(t)
-    except KeyboardInterrupt:
-        interrupted = True
-    except DivergenceError as exc:
-        diverged = exc.info()
     return {"f_eval": f_eval, "se": se, "f_train": f_train, "loss": losses, "h2": h2,
-            "dh2": dh2, "x2": x2, "dx2": dx2, "fk": fk, "completed": completed,
-            "interrupted": interrupted, "diverged": diverged}
+            "dh2": dh2, "x2": x2, "dx2": dx2, "fk": fk, "completed": loop.completed,
+            "interrupted": loop.interrupted, "diverged": loop.diverged}

@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import DivergenceError, SpecError
 from ..losses import get_loss
 from ..spec import distinct_rows
+from ..steps import StepLoop
 from .kernels import nngp, ntk
 
 
@@ -77,9 +78,9 @@ def simulate_kernel(net, routine, classification, f0, samples, seed, on_step):
     f_train = np.zeros((S, T, B, net.d_out))
     losses = np.zeros((S, T))
     f_eval[:, 0] = F[:, eval_idx]
-    completed, interrupted, diverged = 0, False, None
-    try:
-        for t in range(T):
+    loop = StepLoop(T, on_step)
+    with loop:
+        for t in loop:
             idx = train_idx[t * B:(t + 1) * B]
             fb = F[:, idx]
             Yb = Y[t * B:(t + 1) * B]
@@ -90,12 +91,7 @@ def simulate_kernel(net, routine, classification, f0, samples, seed, on_step):
             if not np.all(np.isfinite(F)):
                 raise DivergenceError(t + 1, None, "output f")
             f_eval[:, t + 1] = F[:, eval_idx]
-            completed = t + 1
-            on_step(t)
-    except KeyboardInterrupt:
-        interrupted = True
-    except DivergenceError as exc:
-        diverged = exc.info()
+    completed, interrupted, diverged = loop.completed, loop.interrupted, loop.diverged
     se = (f_eval.std(axis=0, ddof=1) / np.sqrt(S) if S > 1 else np.zeros_like(f_eval[0]))
     res = {"f_eval": f_eval.mean(axis=0), "se": se, "f_train": f_train.mean(axis=0),
            "loss": losses.mean(axis=0), "completed": completed, "interrupted": interrupted,

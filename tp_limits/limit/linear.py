@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DivergenceError
+from ..steps import StepLoop
 
 
 def linear_one_hidden(sigma_u, sigma_v, alpha, lr_u, lr_v, readout_init, X, Y, B, grad,
@@ -54,28 +55,20 @@ def linear_one_hidden(sigma_u, sigma_v, alpha, lr_u, lr_v, readout_init, X, Y, B
         dh2[t] = np.einsum("ei,ij,ej->e", eval_inputs, dcov, eval_inputs)
 
     record(0)
-    completed, diverged = 0, None
-    try:
-        with np.errstate(over="ignore", invalid="ignore"):     # reported below instead
-            for t in range(T):
-                Xb, Yb = X[t * B:(t + 1) * B], Y[t * B:(t + 1) * B]
-                f = alpha * Xb @ (C @ A.T + D @ Bm.T).T
-                if not np.all(np.isfinite(f)):
-                    raise DivergenceError(t, None, "output f")
-                f_train[t] = f
-                chi = grad(f, Yb) / B
-                G = chi.T @ Xb                                   # (d_out, d)
-                A, Bm, C, D = (A - lr_u * alpha * G.T @ C, Bm - lr_u * alpha * G.T @ D,
-                               C - lr_v * alpha * G @ A, D - lr_v * alpha * G @ Bm)
-                record(t + 1)
-                if not np.all(np.isfinite(f_eval[t + 1])):
-                    raise DivergenceError(t + 1, None, "output f")
-                completed = t + 1
-                if on_step is not None:
-                    on_step(t)
-    except KeyboardInterrupt:
-        pass
-    except DivergenceError as exc:
-        diverged = exc.info()
+    loop = StepLoop(T, on_step)
+    with loop, np.errstate(over="ignore", invalid="ignore"):     # reported below instead
+        for t in loop:
+            Xb, Yb = X[t * B:(t + 1) * B], Y[t * B:(t + 1) * B]
+            f = alpha * Xb @ (C @ A.T + D @ Bm.T).T
+            if not np.all(np.isfinite(f)):
+                raise DivergenceError(t, None, "output f")
+            f_train[t] = f
+            chi = grad(f, Yb) / B
+            G = chi.T @ Xb                                   # (d_out, d)
+            A, Bm, C, D = (A - lr_u * alpha * G.T @ C, Bm - lr_u * alpha * G.T @ D,
+                           C - lr_v * alpha * G @ A, D - lr_v * alpha * G @ Bm)
+            record(t + 1)
+            if not np.all(np.isfinite(f_eval[t + 1])):
+                raise DivergenceError(t + 1, None, "output f")
     stats = {"h2": h2, "dh2": dh2, "fk": fk}
-    return f_eval, f_train, completed, stats, diverged
+    return f_eval, f_train, loop.completed, stats, loop.diverged

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import DivergenceError, SpecError
 from ..losses import get_loss
+from ..steps import StepLoop
 from . import linear
 from ._numba import MIN_BLOCK, PHI_CODES, block_size, n_columns, sweep
 from .montecarlo import check_memory, run_replicates
@@ -111,9 +112,10 @@ def run_particles(prob: Problem, U, V, w, eval_steps: set, stats: bool, kernel: 
         return f_next
 
     lr_u, lr_v = prob.alpha * prob.eta_u, prob.alpha * prob.eta_v
-    try:
+    loop = StepLoop(T, on_step)
+    with loop:
         f_next = do_sweep(0, empty_x, empty_chi, 0.0, 0.0, prob.batch(0)[0])
-        for t in range(T):
+        for t in loop:
             Xb, Yb = prob.batch(t)
             f = f_next
             res["f_train"][t] = f
@@ -121,12 +123,7 @@ def run_particles(prob: Problem, U, V, w, eval_steps: set, stats: bool, kernel: 
             chi = np.ascontiguousarray(prob.loss.grad(f, Yb, np) / prob.B)
             Xn = prob.batch(t + 1)[0] if t + 1 < T else empty_x
             f_next = do_sweep(t + 1, Xb, chi, lr_u, lr_v, Xn)
-            res["completed"] = t + 1
-            on_step(t)
-    except KeyboardInterrupt:
-        res["interrupted"] = True
-    except DivergenceError as exc:
-        res["diverged"] = exc.info()
+    res.update(completed=loop.completed, interrupted=loop.interrupted, diverged=loop.diverged)
     return res
 
 
