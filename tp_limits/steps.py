@@ -16,8 +16,8 @@ holds that bookkeeping once::
 each of them (progress bars).  A ``KeyboardInterrupt`` ends the block with
 ``interrupted = True``; a ``DivergenceError`` ends it with ``diverged`` set to
 the error's ``info()`` dict, unless ``catch_divergence=False`` (then it
-propagates, as ``simulate(..., on_divergence="raise")`` asks).  Any other
-exception propagates unchanged.
+propagates, as ``train_finite(..., on_divergence="raise")`` asks).  Any
+other exception propagates unchanged.
 """
 from __future__ import annotations
 
