@@ -79,8 +79,7 @@ def run_particles(prob: Problem, U, V, w, eval_steps: set, stats: bool, kernel: 
            "f_train": np.zeros((T, prob.B, do)), "loss": np.zeros(T),
            "h2": np.full((T + 1, E), np.nan), "dh2": np.full((T + 1, E), np.nan),
            "x2": np.full((T + 1, E), np.nan), "dx2": np.full((T + 1, E), np.nan),
-           "fk": np.full((T + 1, E, E), np.nan), "completed": 0, "diverged": None,
-           "interrupted": False}
+           "fk": np.full((T + 1, E, E), np.nan)}
 
     def do_sweep(t_after, Xb, chi, lr_u, lr_v, Xn):
         """Sweep producing the state after ``t_after`` updates; store its evaluations."""
