@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 import tp_limits as tp
-from tp_limits.backend import get_backend
+from tp_limits.engine.backend import get_backend
 from tp_limits.finite.network import FiniteNetwork
 
 

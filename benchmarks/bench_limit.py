@@ -26,9 +26,11 @@ import time
 import numpy as np
 from numba import njit, prange
 
-from tp_limits.limit._fastmath import fast_tanh
-from tp_limits.limit._numba import PHI_CODES, block_size, n_columns, sweep
-from tp_limits.limit.reference import sweep_numpy
+from tp_limits.limit.one_hidden.columns import n_columns
+from tp_limits.limit.one_hidden.fastmath import fast_tanh
+from tp_limits.limit.one_hidden.sweep import PHI_CODES, block_size, sweep
+from tp_limits.limit.one_hidden.sweep_numpy import sweep_numpy
+
 
 @njit(parallel=True, fastmath=True, error_model="numpy", cache=True)
 def _rmw(a, s, t):

@@ -1,7 +1,8 @@
 """Exact verdicts of docs/theory.md §1.5 (Table 1) and §9 (S1-S10)."""
 import pytest
 import sympy
-from sympy import Rational as R, oo
+from sympy import Rational as R
+from sympy import oo
 
 import tp_limits as tp
 

@@ -1,13 +1,11 @@
 """Coordinate checks: measured width exponents of finite networks vs the theory (T7.2)."""
 from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
 import pytest
+from conftest import D1
 
 import tp_limits as tp
 
-D1 = dict(X=np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 0.0]]), Y=np.array([[1.0], [-1.0], [1.0]]),
-          eval_inputs=np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 1.0]]))
 WIDTHS = [256, 512, 1024, 2048, 4096]
 
 

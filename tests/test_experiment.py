@@ -8,8 +8,17 @@ import pytest
 
 import tp_limits as tp
 from tp_limits.cli import main
-from tp_limits.experiment import (SCHEMA, ExperimentError, build, demo_config, load, run,
-                                  schema_markdown, validate, write_report)
+from tp_limits.experiment import (
+    SCHEMA,
+    ExperimentError,
+    build,
+    demo_config,
+    load,
+    run,
+    schema_markdown,
+    validate,
+    write_report,
+)
 from tp_limits.experiment.data import GENERATORS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,6 +81,25 @@ def test_unstable_and_bad_values_fail_before_any_work():
     bad["data"] = {"X": [[1.0, 0.0], [0.5, float("nan")]], "Y": [[1.0], [0.0]]}
     with pytest.raises(ExperimentError, match="NaN"):
         build(bad)
+
+
+@pytest.mark.parametrize("section, key, value, words", [
+    ("limit", "particles", 1, ["particles = 1", ">= 2"]),
+    ("limit", "particles", 10 ** 12, ["at most", "particles fit"]),
+    ("limit", "workers", 0, ["workers"]),
+    ("limit", "seed", -1, ["seed"]),
+    ("finite", "widths", [256, 10 ** 6], ["width 1000000", "GiB"]),
+    ("parametrization", "optimizer", "adam", ["adam", "not implemented"]),
+])
+def test_check_accepts_exactly_what_the_engines_accept(section, key, value, words, tmp_path,
+                                                       capsys):
+    """Each of these passed --check and failed only in the engine (some after the limit
+    had been simulated); the engines' own checks now run at build time."""
+    cfg = with_(SMALL, section, **{key: value})
+    with pytest.raises(ExperimentError) as exc:
+        build(cfg)
+    for w in words:
+        assert w in str(exc.value)
 
 
 def test_cli_reports_errors_with_status_2(tmp_path, capsys):

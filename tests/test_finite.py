@@ -1,20 +1,15 @@
 """The finite-width engine against independent references and the theory."""
 import numpy as np
 import pytest
+from conftest import d1
 
 import tp_limits as tp
-from tp_limits.backend import get_backend
+from tp_limits.engine.backend import get_backend
 from tp_limits.finite.network import FiniteNetwork
 from tp_limits.finite.stats import spectral_norm
 from tp_limits.losses import get_loss
 
 NP = get_backend("numpy")
-D1 = dict(X=np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 0.0]]), Y=np.array([[1.0], [-1.0], [1.0]]),
-          eval_inputs=np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 1.0]]))
-
-
-def d1(lr=0.5, **kw):
-    return tp.Routine(lr=lr, **D1, **kw)
 
 
 def ref_forward(Ws, X, phi, alpha):
@@ -123,7 +118,7 @@ def test_zero_readout_starts_at_zero():
     assert np.all(tr.stats["dh_rms"][1] == 0)                 # hidden layers still at W_0 after step 0
 
 
-@pytest.mark.parametrize("record", [(), ("stats",), ("stats", "spectral")])
+@pytest.mark.parametrize("record", [(), ("stats",), ("spectral",), ("stats", "spectral")])
 def test_trajectory_shapes_and_reproducibility(record, tmp_path):
     r = tp.Routine(np.random.default_rng(0).standard_normal((8, 3)), np.zeros((8, 2)), lr=0.2,
                    batch_size=2, eval_inputs=np.eye(3)[:2] + 0.1)
@@ -134,7 +129,13 @@ def test_trajectory_shapes_and_reproducibility(record, tmp_path):
     assert a.f_eval.shape == (5, 2, 2) and a.f_train.shape == (4, 2, 2) and a.loss.shape == (4,)
     assert np.array_equal(a.f_eval, b.f_eval) and not np.array_equal(a.f_eval, c.f_eval)
     assert ("h_rms" in a.stats) == ("stats" in record)
+    # record=("spectral",) used to record nothing at all
     assert ("spectral_ratio" in a.stats) == ("spectral" in record)
+    if record:
+        fro = a.stats["frobenius_ratio"]
+        assert np.all(np.isfinite(fro)) and np.all(fro[0] == 0) and np.all(fro[1:] > 0)
+    if "spectral" in record:
+        assert np.all(a.stats["spectral_ratio"][1:] > 0)
     a.save(tmp_path / "t.npz")
     back = tp.Trajectory.load(tmp_path / "t.npz")
     assert np.array_equal(back.f_eval, a.f_eval) and back.meta == a.meta
@@ -230,6 +231,10 @@ def test_xent_training_reduces_loss():
     (dict(record=("everything",)), "record option"),
     (dict(on_divergence="ignore"), "on_divergence"),
     (dict(dtype=np.int32), "dtype"),
+    (dict(record=None), "record"),
+    (dict(record="stats"), "record"),
+    (dict(seed=-3), "seed"),
+    (dict(progress=1), "progress"),
 ])
 def test_bad_train_arguments(kwargs, match):
     args = dict(width=16)

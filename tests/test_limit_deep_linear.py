@@ -1,16 +1,11 @@
-"""The exact deep linear limit (docs §4.5) against theory values and finite networks."""
+"""The exact deep linear limit (docs/theory.md §4.5) against theory values and finite networks."""
 import numpy as np
 import pytest
+from conftest import D1, N8, N8_LONG
 
 import tp_limits as tp
-from tp_limits.limit.deep_linear import deep_linear
-
-D1 = dict(X=np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 0.0]]), Y=np.array([[1.0], [-1.0], [1.0]]),
-          eval_inputs=np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 1.0]]))
-N8 = dict(X=np.array([[1, 0, 0], [0, 1, 0], [0.5, 0.5, 0.5], [1, -1, 0], [0, 0, 1], [1, 1, 0]],
-                     float),
-          Y=np.array([[1, 0], [0, -1], [0.5, 0.5], [1, 0], [0, 1], [-0.5, 0.5]], float),
-          eval_inputs=np.array([[1, 1, 1], [0, 0, 1]], float), batch_size=2)
+from tp_limits.limit.deep.linear import deep_linear
+from tp_limits.spec import Problem
 
 
 def test_n3_first_step_true_and_decoupled():
@@ -26,17 +21,16 @@ def test_n3_first_step_true_and_decoupled():
 
 def test_n8_first_step_is_one_kernel_step():
     net = tp.MLP(tp.mup(2), 3, 2, phi="id", sigma=[1.3, 0.7, 1.2])
-    tr = tp.simulate_limit(net, tp.Routine(lr=0.4, **N8))
+    tr = tp.simulate_limit(net, tp.Routine(lr=0.4, **N8_LONG))
     # K = (0.7056 + 2.4336 + 0.8281) ξ·ζ, χ_0 = (-1/2, 0), (0, 1/2)
     assert np.allclose(tr.f_eval[1, 0], [0.79346, -0.79346], atol=1e-5)
 
 
 def test_one_hidden_layer_reduces_to_the_closed_form():
-    r = tp.Routine(lr=0.7, X=N8["X"][:4], Y=N8["Y"][:4], eval_inputs=N8["eval_inputs"],
-                   batch_size=2)
+    r = tp.Routine(lr=0.7, **N8)
     net = tp.MLP(tp.mup(1), 3, 2, phi="id", sigma=[1.3, 0.8], readout_multiplier=1.4)
-    res = deep_linear(net, r, net.param.classify().limit_switches)
-    assert np.allclose(res["f_eval"], tp.simulate_limit(net, r).f_eval, atol=1e-12)
+    res = deep_linear(Problem(net, r), net.limit_constants(r.lr), False, range(r.steps + 1))
+    assert np.allclose(res.f_eval, tp.simulate_limit(net, r).f_eval, atol=1e-12)
 
 
 def test_symmetry_orbit_and_switches():
@@ -59,7 +53,7 @@ def test_matches_finite_networks(case):
         net, r = tp.MLP(tp.mup(3), 2, 1, phi="id"), tp.Routine(lr=0.25, **D1)
     else:
         net = tp.MLP(tp.mup(2), 3, 2, phi="id", sigma=[1.3, 0.7, 1.2])
-        r = tp.Routine(lr=0.4, **N8)
+        r = tp.Routine(lr=0.4, **N8_LONG)
     limit = tp.simulate_limit(net, r)
     fin = np.array([tp.train_finite(net, r, 8192, seed=s, record=()).f_eval for s in range(10)])
     mean, se = fin.mean(axis=0)[1:], fin.std(axis=0, ddof=1)[1:] / np.sqrt(len(fin))

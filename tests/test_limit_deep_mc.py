@@ -2,14 +2,9 @@
 each other, and finite networks."""
 import numpy as np
 import pytest
+from conftest import D1, N8
 
 import tp_limits as tp
-
-D1 = dict(X=np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 0.0]]), Y=np.array([[1.0], [-1.0], [1.0]]),
-          eval_inputs=np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 1.0]]))
-N8 = dict(X=np.array([[1, 0, 0], [0, 1, 0], [0.5, 0.5, 0.5], [1, -1, 0]], float),
-          Y=np.array([[1, 0], [0, -1], [0.5, 0.5], [1, 0]], float),
-          eval_inputs=np.array([[1, 1, 1], [0, 0, 1]], float), batch_size=2)
 
 
 @pytest.mark.parametrize("zdot", ["stein", "tangent"])
@@ -59,7 +54,7 @@ def test_tangent_and_stein_estimators_agree_for_tanh(L, B):
 
 def test_history_kernels_match_their_numpy_twins():
     """The float32-read, float64-sum passes of limit/_history.py against plain NumPy."""
-    from tp_limits.limit import _history as h
+    from tp_limits.limit.deep import mixed_precision as h
     rng = np.random.default_rng(0)
     k, m, N = 37, 3, 3001                    # odd sizes: partial blocks and chunks
     R = rng.standard_normal((k, N)).astype(np.float32)
@@ -167,7 +162,7 @@ def test_statistics_and_bad_input():
         tp.simulate_limit(net, r, particles=10 ** 12)
     # a count that the Stein histories (~120 B per particle here) would fit but the
     # tangent derivative arrays (~770 B per particle) would not
-    from tp_limits.backend import numpy_backend
+    from tp_limits.engine.backend import numpy_backend
     n = int(0.8 * numpy_backend().available_bytes() / 300)
     with pytest.raises(tp.MemoryBudgetError, match="zdot='tangent'"):
         tp.simulate_limit(net, r, particles=n, zdot="tangent")

@@ -3,8 +3,10 @@ from fractions import Fraction
 
 import pytest
 import sympy
-from hypothesis import given, settings, strategies as st
-from sympy import Rational as R, oo
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sympy import Rational as R
+from sympy import oo
 
 import tp_limits as tp
 from tp_limits.errors import InvalidParametrizationError, TPError
@@ -88,19 +90,42 @@ def test_classification_invariant_under_shift(p, data):
     assert p.shift(theta).equivalent(p)
 
 
+def independent_exponents(p):
+    """p, q, r_l, ρ_l and the six stability conditions straight from TP4's formulas
+    (docs/theory.md §1.1, §1.2, §1.7), written without the library's code."""
+    L = p.L
+    a, b = list(p.a), list(p.b)
+    c = list(p.c) if isinstance(p.c, tuple) else [p.c] * (L + 1)
+    P = a[L] + b[L]
+    if p.optimizer == "sgd":
+        Q = 2 * a[L] + c[L]
+        r = [min(P, Q) + 2 * a[l] + c[l] - 1 + (1 if l == 0 else 0) for l in range(L)]
+    else:
+        Q = a[L] + c[L]
+        r = [a[l] + c[l] - 1 + (1 if l == 0 else 0) for l in range(L)]
+    rho = [min(r[: l + 1]) for l in range(L)]
+    stable = (a[0] + b[0] == 0 and all(a[l] + b[l] == HALF for l in range(1, L))
+              and P >= HALF and min(r) >= 0 and Q >= 1 and P + min(r) >= 1)
+    return P, Q, r, rho, stable
+
+
 @settings(max_examples=150, deadline=None)
 @given(abcs())
-def test_structural_properties(p):
+def test_exponents_and_verdicts_match_the_formulas(p):
     k = p.classify()
-    assert k.r == min(k.r_layers)
-    assert k.rho_layers[-1] == k.r
-    assert list(k.rho_layers) == sorted(k.rho_layers, reverse=True)   # rho is non-increasing
-    if k.stable and k.nontrivial:
-        assert k.feature_learning != k.kernel_regime
-    if not k.stable:
+    P, Q, r, rho, stable = independent_exponents(p)
+    assert (k.p, k.q) == (P, Q)
+    assert list(k.r_layers) == r and k.r == min(r) and list(k.rho_layers) == rho
+    assert k.stable == stable
+    if stable:
+        nontrivial = P + min(r) == 1 or Q == 1
+        assert k.nontrivial == nontrivial
+        assert k.feature_learning == (nontrivial and min(r) == 0)
+        assert k.kernel_regime == (nontrivial and min(r) > 0)
+    else:
         assert k.violations and k.regime == "unstable"
     canon = p.canonical()
-    assert canon.canonical() == canon and all(x == 0 for x in canon.a)
+    assert all(x == 0 for x in canon.a) and canon.equivalent(p)
 
 
 @settings(max_examples=80, deadline=None)

@@ -1,50 +1,11 @@
-"""MLP / Routine validation, nonlinearities and losses."""
+"""The problem description: MLP, Routine, Problem, and the per-layer constants."""
 import numpy as np
 import pytest
 
 import tp_limits as tp
-from tp_limits.backend import get_backend
-from tp_limits.losses import get_loss
-from tp_limits.nonlinearities import NONLINEARITIES
 
-NP = get_backend("numpy")
 D1_X = np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 0.0]])
 D1_Y = np.array([[1.0], [-1.0], [1.0]])
-
-
-@pytest.mark.parametrize("name", sorted(NONLINEARITIES))
-def test_derivatives_match_finite_differences(name):
-    nl = NONLINEARITIES[name]
-    x = np.linspace(-3, 3, 61) + 1e-3          # avoid relu's kink at 0
-    h = 1e-6
-    fd1 = (nl.phi(x + h, NP) - nl.phi(x - h, NP)) / (2 * h)
-    fd2 = (nl.dphi(x + h, NP) - nl.dphi(x - h, NP)) / (2 * h)
-    assert np.allclose(nl.dphi(x, NP), fd1, atol=1e-7)
-    assert np.allclose(nl.d2phi(x, NP), fd2, atol=1e-6)
-
-
-def test_nonlinearity_values():
-    x = np.array([-2.0, 0.0, 1.5])
-    assert np.allclose(NONLINEARITIES["gelu"].phi(x, NP), [-0.04550026, 0.0, 1.39978919])
-    assert np.allclose(NONLINEARITIES["softplus"].phi(np.array([800.0, -800.0]), NP), [800.0, 0.0])
-    assert np.allclose(NONLINEARITIES["sigmoid"].phi(np.array([-800.0, 0.0]), NP), [0.0, 0.5])
-    assert NONLINEARITIES["relu"].homogeneous and not NONLINEARITIES["tanh"].homogeneous
-
-
-@pytest.mark.parametrize("loss", ["mse", "xent"])
-def test_loss_gradients(loss):
-    rng = np.random.default_rng(1)
-    f = rng.standard_normal((4, 3))
-    y = np.eye(3)[[0, 2, 1, 1]] if loss == "xent" else rng.standard_normal((4, 3))
-    L = get_loss(loss)
-    h = 1e-6
-    fd = np.zeros_like(f)
-    for i in range(4):
-        for j in range(3):
-            e = np.zeros_like(f)
-            e[i, j] = h
-            fd[i, j] = (L.value(f + e, y, np) - L.value(f - e, y, np))[i] / (2 * h)
-    assert np.allclose(L.grad(f, y, np), fd, atol=1e-7)
 
 
 def test_routine_defaults_and_batches():
@@ -111,3 +72,37 @@ def test_output_scale_constants():
     net = tp.MLP(tp.mup(2), 2, 1, sigma=[1, 2, 3], readout_multiplier=2.0, output_scale=0.5)
     assert net.effective_sigma == (0.5, 1.0, 1.5)
     assert net.output_multiplier == pytest.approx(2.0 * 0.5 ** -3)
+
+
+def test_finite_constants_are_the_abc_powers_of_n():
+    """init std σ n^{-(a+b)} and W-space rate η n^{-(2a+c)} (SGD), Adam η n^{-c} on w."""
+    net = tp.MLP(tp.mup(2), 2, 1, sigma=[1.5, 1.0, 2.0], lr_mult=[1.0, 3.0, 1.0])
+    c = net.finite_constants(64, lr=0.5)
+    assert c.init_std == pytest.approx((1.5, 64 ** -0.5, 2.0 / 64))
+    assert c.lr == pytest.approx((0.5 * 64, 1.5, 0.5 / 64))
+    assert c.adam_lr == pytest.approx((0.5, 1.5, 0.5)) and c.w_scale == pytest.approx((8, 1, 1 / 8))
+    zero = tp.MLP(tp.ABC([0, 0], [0, "oo"], [-1, 1]), 2, 1).finite_constants(16)
+    assert zero.init_std[-1] == 0.0
+    assert net.lr_exponents() == (-1, 0, 1)                       # TP4 μP: 2a + c
+    assert tp.MLP(tp.mup(2, optimizer="adam"), 2, 1).lr_exponents() == (0, 1, 1)   # a + c
+
+
+def test_limit_constants_carry_the_switches():
+    frozen = tp.MLP(tp.ABC([0] * 4, [0, "1/2", "1/2", 1], [0, 0, 0, 1]), 2, 1, lr_mult=2.0)
+    c = frozen.limit_constants(0.25)
+    assert c.eta == (0.0, 0.5, 0.5, 0.5) and c.readout_init
+    with pytest.raises(tp.SpecError, match="feature-learning"):
+        tp.MLP(tp.ntp(2), 2, 1).limit_constants(0.5)
+
+
+def test_problem_batches_and_targets():
+    from tp_limits.spec import Problem
+    r = tp.Routine(D1_X, np.array([0, 1, 0]), lr=0.5, loss="xent")
+    p = Problem(tp.MLP(tp.mup(1), 2, 2), r)
+    X1, Y1 = p.batch(1)
+    assert np.array_equal(X1, D1_X[1:2]) and np.array_equal(Y1, [[0.0, 1.0]])
+    X1[0, 0] = 99.0                                    # a fresh copy: the routine is untouched
+    assert r.X[1, 0] == 0.6
+    with pytest.raises(tp.SpecError, match="d_out > 1"):
+        Problem(tp.MLP(tp.mup(1), 2, 1), r)
+    assert np.array_equal(tp.kernel_points(r), D1_X[:2])

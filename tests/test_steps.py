@@ -1,8 +1,8 @@
 """The shared step loop: counting, progress calls, clean stops."""
 import pytest
 
+from tp_limits.engine.steps import StepLoop
 from tp_limits.errors import DivergenceError
-from tp_limits.steps import StepLoop
 
 
 def run(T, fail_at=None, exc=None, catch=True, before=None):

@@ -7,20 +7,27 @@
   (width n), both -> :class:`Trajectory`;
 * analysis: :func:`coord_check`, :func:`convergence`, :func:`dichotomy`.
 """
-from . import spectral
 from ._version import __version__
-from .abc import ABC, Classification, mfp, mup, ntp, sp, table
+from .abc import ABC, Classification, mfp, mup, ntp, sp, spectral, table
 from .analysis.convergence import convergence
 from .analysis.coord_check import coord_check
 from .analysis.dichotomy import dichotomy
 from .analysis.phase_diagram import phase_diagram
-from .errors import (BackendUnavailableError, DivergenceError, InvalidParametrizationError,
-                     MemoryBudgetError, SpecError, SymbolicParametrizationError, TPError,
-                     UnstableParametrizationError, UnsupportedError)
+from .engine.trajectory import Trajectory
+from .errors import (
+                     BackendUnavailableError,
+                     DivergenceError,
+                     InvalidParametrizationError,
+                     MemoryBudgetError,
+                     SpecError,
+                     SymbolicParametrizationError,
+                     TPError,
+                     UnstableParametrizationError,
+                     UnsupportedError,
+)
 from .finite import empirical_ntk, initial_outputs, train_finite
-from .limit import kernel_points, nngp, ntk, simulate_limit
-from .spec import MLP, Routine
-from .trajectory import Trajectory
+from .limit import nngp, ntk, simulate_limit
+from .spec import MLP, Routine, kernel_points
 
 __all__ = [
     "ABC", "Classification", "mfp", "mup", "ntp", "sp", "table", "phase_diagram", "spectral",

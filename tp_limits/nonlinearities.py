@@ -3,7 +3,9 @@
 Each function takes ``(x, backend)`` so that the same definition runs on
 NumPy and CuPy.  ``homogeneous`` marks positively 1-homogeneous φ
 (φ(s x) = s φ(x) for s > 0), for which the init-scale alignment of
-:class:`tp_limits.spec.MLP` (``output_scale``) is exact.
+:class:`tp_limits.spec.MLP` (``output_scale``) is exact.  ``smooth`` is False
+for a φ with a kink (relu): its φ″ is a point mass that ``d2phi`` cannot
+represent, which matters to estimators built on φ″.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ class Nonlinearity:
     dphi: Callable
     d2phi: Callable
     homogeneous: bool = False
+    smooth: bool = True
 
 
 def _sigmoid(x, b):
@@ -75,7 +78,7 @@ NONLINEARITIES = {
     "tanh": Nonlinearity("tanh", lambda x, b: b.xp.tanh(x), _tanh_d1, _tanh_d2),
     "relu": Nonlinearity("relu", lambda x, b: b.xp.maximum(x, 0.0),
                          lambda x, b: (x > 0).astype(x.dtype),
-                         lambda x, b: b.xp.zeros_like(x), homogeneous=True),
+                         lambda x, b: b.xp.zeros_like(x), homogeneous=True, smooth=False),
     "gelu": Nonlinearity("gelu", _gelu, _gelu_d1, _gelu_d2),
     "erf": Nonlinearity("erf", lambda x, b: b.erf(x), _erf_d1,
                         lambda x, b: -2.0 * x * _erf_d1(x, b)),

@@ -2,6 +2,7 @@
 
 Imports nothing numeric (SymPy and the standard library only).
 """
+from . import spectral
 from .classify import Classification, Condition, LimitSwitches, classify
 from .parametrization import ABC
 from .predictions import predicted_exponents
@@ -9,4 +10,4 @@ from .presets import mfp, mup, ntp, sp
 from .table import Table, table
 
 __all__ = ["ABC", "Classification", "Condition", "LimitSwitches", "classify",
-           "predicted_exponents", "mfp", "mup", "ntp", "sp", "Table", "table"]
+           "predicted_exponents", "mfp", "mup", "ntp", "sp", "Table", "table", "spectral"]

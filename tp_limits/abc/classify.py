@@ -1,4 +1,4 @@
-"""Exact classification of an abc-parametrization (docs/theory.md §1.2, §1.9).
+"""Exact classification of an abc-parametrization (docs/theory.md §1.2, §1.8).
 
 The verdicts are TP4's theorems, evaluated on exact rationals:
 

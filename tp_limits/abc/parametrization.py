@@ -17,8 +17,8 @@ import math
 import numbers
 from dataclasses import dataclass, field
 from fractions import Fraction
-from tokenize import TokenError
 from functools import cached_property
+from tokenize import TokenError
 from typing import Sequence
 
 import sympy

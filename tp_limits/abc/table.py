@@ -3,10 +3,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import InvalidParametrizationError
 from .parametrization import ABC, fmt, fmt_tuple
 
-COLUMNS = ("name", "a_l", "b_l", "c", "r", "q = 2a_{L+1}+c", "p + r = a_{L+1}+b_{L+1}+r",
-           "nontrivial", "stable", "feature learning", "kernel")
+#: How q is computed, by optimizer (docs/theory.md §1.1): Adam normalizes each update entry.
+Q_FORMULA = {"sgd": "2a_{L+1}+c", "adam": "a_{L+1}+c"}
+
+
+def columns(optimizers) -> tuple:
+    """Column names; the q column shows the formula of the optimizers in the table."""
+    opts = sorted(set(optimizers))
+    q = ("q = " + Q_FORMULA[opts[0]] if len(opts) == 1
+         else "q (" + "; ".join(f"{o}: {Q_FORMULA[o]}" for o in opts) + ")")
+    return ("name", "a_l", "b_l", "c", "r", q, "p + r = a_{L+1}+b_{L+1}+r",
+            "nontrivial", "stable", "feature learning", "kernel")
+
+
+COLUMNS = columns(["sgd"])
 
 
 def _yes(b: bool) -> str:
@@ -47,6 +60,14 @@ def table(params) -> Table:
     """
     if isinstance(params, ABC):
         params = [params]
+    try:
+        params = list(params)
+    except TypeError:
+        raise InvalidParametrizationError(
+            f"table() takes a tp.ABC or a list of them, got {type(params).__name__}") from None
+    if not params or not all(isinstance(p, ABC) for p in params):
+        raise InvalidParametrizationError(
+            "table() needs at least one parametrization (tp.ABC), e.g. table([tp.mup(2)])")
     rows = []
     for p in params:
         k = p.classify()
@@ -56,4 +77,4 @@ def table(params) -> Table:
             fmt(c) if c is not None else fmt_tuple(p.c),
             fmt(k.r), fmt(k.q), fmt(k.p + k.r),
             _yes(k.nontrivial), _yes(k.stable), _yes(k.feature_learning), _yes(k.kernel_regime)))
-    return Table(COLUMNS, tuple(rows))
+    return Table(columns(p.optimizer for p in params), tuple(rows))

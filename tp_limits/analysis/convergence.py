@@ -28,14 +28,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..abc.table import Table
+from ..engine.executors import run_tasks
+from ..engine.meta import problem_mismatch
+from ..engine.trajectory import Trajectory
 from ..errors import SpecError
 from ..finite.ntk import initial_outputs
 from ..finite.train import train_finite
-from ..limit.dispatch import simulate_limit
-from ..trajectory import Trajectory
+from ..limit import simulate_limit
+from ..spec import Problem
 from .fits import width_exponent
 from .plotting import width_axis
-from ..parallel import run_tasks
 
 
 def _finite_run(net, routine, width, seed, kwargs, keep):
@@ -158,6 +160,12 @@ def convergence(net, routine, widths, seeds: int = 8, particles: int = 1_000_000
             kwargs = {"particles": particles, "progress": progress, "record": ()}
             kwargs.update(limit_kwargs or {})
             limit = simulate_limit(net, routine, **kwargs)
+        if not isinstance(limit, Trajectory):
+            raise SpecError(f"limit must be a tp.Trajectory, got {type(limit).__name__}")
+        other = problem_mismatch(Problem(net, routine), limit.meta)
+        if other:
+            raise SpecError("the given limit was computed for another problem: "
+                            + "; ".join(other))
         if limit.steps < T:
             raise SpecError(f"the limit trajectory has {limit.steps} steps, the routine {T}")
         if not np.all(np.isfinite(limit.f_eval[list(steps)])):

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..abc.table import Table
+from ..engine.executors import run_tasks
 from ..errors import SpecError
 from ..finite.train import train_finite
 from ..spec import MLP, Routine
 from .fits import width_exponent
 from .plotting import width_axis
-from ..parallel import run_tasks
 
 #: quantity -> (stats key, layers "hidden" | "all" | "output")
 QUANTITIES = {

@@ -17,12 +17,12 @@ import numpy as np
 
 from ..abc.presets import mfp, mup, ntp, sp
 from ..abc.table import Table
+from ..engine.executors import run_tasks
 from ..finite.train import train_finite
-from ..limit.dispatch import simulate_limit
+from ..limit import simulate_limit
 from ..spec import MLP
 from .fits import width_exponent
 from .plotting import width_axis
-from ..parallel import run_tasks
 
 
 def _run_finite(net, routine, width, seed):

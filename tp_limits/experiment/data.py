@@ -7,7 +7,7 @@ Generators (all deterministic for a given ``seed``):
   regression task whose inputs have O(1) norm, as the limit theory assumes;
 * ``blobs``: d_out classes with centres on the unit sphere, inputs
   centre + noise·ε, integer labels (for ``xent``);
-* ``d1``: the spec's data D1 (docs/theory.md §9), repeated to fill the steps.
+* ``d1``: data D1 of docs/theory.md §9, repeated to fill the steps.
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def blobs(rows: int, d_in: int, classes: int, n_eval: int, noise: float, seed: i
 
 
 def d1(rows: int, d_in: int, d_out: int, n_eval: int, noise: float, seed: int):
-    """The spec's D1: ((1,0), 1), ((0.6,0.8), -1), ((1,0), 1), repeated."""
+    """Data D1 (docs/theory.md §9): ((1,0), 1), ((0.6,0.8), -1), ((1,0), 1), repeated."""
     if (d_in, d_out) != (2, 1):
         raise ExperimentError("data 'd1' has d_in = 2 and d_out = 1; leave those keys out")
     X = np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 0.0]])

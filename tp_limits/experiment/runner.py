@@ -24,10 +24,11 @@ except ModuleNotFoundError:      # Python 3.10
 
 from ..abc.presets import from_options
 from ..analysis.convergence import ConvergenceStudy, convergence
+from ..engine.trajectory import Trajectory
 from ..errors import TPError
-from ..limit.dispatch import simulate_limit
+from ..finite.train import check_finite_options
+from ..limit import prepare_limit, simulate_limit
 from ..spec import MLP, Routine
-from ..trajectory import Trajectory
 from .data import load_data
 from .schema import ExperimentError, validate
 
@@ -115,8 +116,19 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
     finite = {} if not fin["enabled"] else {
         "widths": tuple(sorted(set(fin["widths"]))), "seeds": fin["seeds"],
         "backend": fin["backend"], "parallel": fin["parallel"], "spectral": fin["spectral"]}
+    try:                  # the engines' own checks: what --check accepts, a run accepts
+        prepare_limit(net, routine, **limit)
+        if finite:
+            check_finite_options(net, routine, finite["widths"][-1], 0, finite["backend"],
+                                 np.float64, "exact", None, _record(finite), "raise", False)
+    except TPError as exc:
+        raise ExperimentError(f"{source}: {exc}") from None
     ex = cfg["experiment"]
     return Experiment(ex["name"], ex["description"], net, routine, limit, finite, source, cfg)
+
+
+def _record(finite: dict) -> tuple:
+    return ("stats", "spectral") if finite["spectral"] else ("stats",)
 
 
 def load(path) -> Experiment:
@@ -143,7 +155,6 @@ def run(exp: Experiment, progress: bool = True, executor=None) -> ExperimentResu
         started = time.perf_counter()
         study = convergence(exp.net, exp.routine, exp.finite["widths"], seeds=exp.finite["seeds"],
                             limit=limit, executor=executor, progress=progress, keep_runs=True,
-                            backend=exp.finite["backend"],
-                            record=("stats", "spectral") if exp.finite["spectral"] else ("stats",))
+                            backend=exp.finite["backend"], record=_record(exp.finite))
         times["finite"] = time.perf_counter() - started
     return ExperimentResult(exp, k, limit, study, times)

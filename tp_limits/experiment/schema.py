@@ -13,8 +13,12 @@ import difflib
 import numbers
 from dataclasses import dataclass
 
+from ..abc.parametrization import OPTIMIZERS
 from ..abc.presets import PRESETS
+from ..engine.backend import BACKENDS
+from ..engine.options import DTYPES
 from ..errors import TPError
+from ..limit.options import BACKPROP, METHODS, ZDOT
 from ..losses import LOSSES
 from ..nonlinearities import NONLINEARITIES
 
@@ -89,7 +93,7 @@ SCHEMA: dict = {
                  "learning-rate exponent, one value or one per layer (sp/ntp: default 0)"),
         "form": Key("str", "tp4", "mup only: 'tp4' or 'a0'", choices=("tp4", "a0")),
         "optimizer": Key("str", "sgd", "'sgd' (limits exist for SGD only) or 'adam'",
-                         choices=("sgd", "adam")),
+                         choices=OPTIMIZERS),
         "name": Key("str", "", "label of a custom parametrization"),
     },
     "model": {
@@ -103,7 +107,7 @@ SCHEMA: dict = {
     "data": {
         "generator": Key("str", None,
                          "built-in data: 'teacher' (regression on the unit sphere), "
-                         "'blobs' (classes for xent) or 'd1' (the spec's data D1)",
+                         "'blobs' (classes for xent) or 'd1' (data D1 of docs/theory.md §9)",
                          choices=("teacher", "blobs", "d1")),
         "X": Key("array", None, "training inputs, rows in training order"),
         "Y": Key("array", None, "training targets (rows), or integer labels for xent"),
@@ -126,20 +130,20 @@ SCHEMA: dict = {
         "replicates": Key("int", 4, "independent replicates (give the error bars)"),
         "seed": Key("int", 0, "seed of the first replicate"),
         "method": Key("str", None, "'exact', 'monte_carlo' or 'quadrature' (default: by φ)",
-                      choices=("exact", "monte_carlo", "quadrature")),
+                      choices=METHODS),
         "backprop": Key("str", "exact", "'exact' or 'decoupled' (deep limits)",
-                        choices=("exact", "decoupled")),
+                        choices=BACKPROP),
         "zdot": Key("str", "stein", "deep Monte Carlo Ż estimator: 'stein' or 'tangent'",
-                    choices=("stein", "tangent")),
+                    choices=ZDOT),
         "dtype": Key("str", "float64", "storage precision: 'float64' or 'float32'",
-                     choices=("float64", "float32")),
+                     choices=DTYPES),
         "workers": Key("int", 1, "deep Monte Carlo: processes for the replicates"),
     },
     "finite": {
         "enabled": Key("bool", True, "train finite networks"),
         "widths": Key("ints", [256, 512, 1024, 2048, 4096], "widths n (at least two)"),
         "seeds": Key("int", 8, "seeds per width (at least two)"),
-        "backend": Key("str", "numpy", "'numpy' or 'cupy'", choices=("numpy", "cupy")),
+        "backend": Key("str", "numpy", "'numpy' or 'cupy'", choices=BACKENDS),
         "parallel": Key("bool", True, "train in a process pool (one worker per core)"),
         "spectral": Key("bool", False, "also record spectral-norm ratios (slower)"),
     },
@@ -218,9 +222,6 @@ def _check_combinations(cfg: dict) -> None:
     if d["generator"] is None and any(
             d[k] != SCHEMA["data"][k].default for k in ("d_in", "d_out", "n_eval", "noise", "seed")):
         raise ExperimentError("data.d_in, d_out, n_eval, noise and seed apply to a generator only")
-    for section, key in (("limit", "particles"), ("limit", "replicates"), ("finite", "seeds")):
-        if cfg[section][key] < 1:
-            raise ExperimentError(f"{section}.{key} must be >= 1, got {cfg[section][key]}")
     f = cfg["finite"]
     if f["enabled"]:
         if len(set(f["widths"])) < 2 or min(f["widths"]) < 1:

@@ -15,15 +15,13 @@ it keeps its moments in w-units and maps the step back:
 
 ``backprop="decoupled"`` replaces, in the backward pass only, each hidden
 W^l_t by W̃^l_0 + (W^l_t - W^l_0), with W̃^l_0 an independent copy of W^l_0
-(TP4 §6, docs/theory.md §3).
+(docs/theory.md §3).
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from ..backend import Backend
+from ..engine.backend import Backend
 from ..errors import DivergenceError
 from ..spec import MLP
 
@@ -39,29 +37,27 @@ class FiniteNetwork:
         self.alpha = net.output_multiplier
         self.backprop, self.optimizer = backprop, optimizer
         L, n = net.L, width
+        const = net.finite_constants(width, lr)
         shapes = [(n, net.d_in)] + [(n, n)] * (L - 1) + [(net.d_out, n)]
         rng = np.random.default_rng(seed)
-        self.W = [self._gaussian(rng, s, sig, e)
-                  for s, sig, e in zip(shapes, net.effective_sigma, net.init_exponents())]
+        self.W = [self._gaussian(rng, s, std) for s, std in zip(shapes, const.init_std)]
         self.W0 = [w.copy() for w in self.W] if (keep_init or backprop == "decoupled") else None
         # Drawn after every W_0, so exact and decoupled runs share W_0 for a seed.
-        self.W_tilde = ({l: self._gaussian(rng, shapes[l], net.effective_sigma[l],
-                                           net.init_exponents()[l]) for l in range(1, L)}
+        self.W_tilde = ({l: self._gaussian(rng, shapes[l], const.init_std[l]) for l in range(1, L)}
                         if backprop == "decoupled" else None)
-        a, _, c = net.param._fractions
-        self.lr = [lr * m * n ** -float(2 * ai + ci) for m, ai, ci in zip(net.lr_mult, a, c)]
+        self.lr = list(const.lr)
         if optimizer == "adam":
-            self.adam_lr = [lr * m * n ** -float(ci) for m, ci in zip(net.lr_mult, c)]
-            self.n_a = [n ** -float(ai) for ai in a]
+            self.adam_lr, self.n_a = list(const.adam_lr), list(const.w_scale)
             self.betas, self.eps, self.t = adam_betas, adam_eps, 0
             self.m = [backend.xp.zeros_like(w) for w in self.W]
             self.v = [backend.xp.zeros_like(w) for w in self.W]
 
-    def _gaussian(self, rng, shape, sigma, exponent):
-        if exponent == math.inf:
+    def _gaussian(self, rng, shape, std):
+        """std · N(0, 1) entries drawn on the host; a zero std (zero readout) draws nothing."""
+        if std == 0.0:
             return self.b.xp.zeros(shape, dtype=self.dtype)
         G = rng.standard_normal(shape)
-        G *= sigma * self.n ** -float(exponent)
+        G *= std
         return self.b.asarray(G, self.dtype)
 
     # ---- forward -------------------------------------------------------------

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import get_backend
-from ..spec import MLP
+from ..engine.backend import get_backend
+from ..spec import MLP, Problem
 from .network import FiniteNetwork
 
 
@@ -27,10 +27,10 @@ def _network(net: MLP, width: int, seed: int, backend: str) -> FiniteNetwork:
 
 
 def initial_outputs(net: MLP, routine, width: int, seed: int = 0, backend: str = "numpy"):
-    """f_0 (|Z|, d_out) of the seed's width-n network on ``kernel_points(routine)``."""
-    from ..limit.kernel_gd import kernel_points
+    """f_0 (|Z|, d_out) of the seed's width-n network on ``routine.kernel_points()``."""
+    Problem(net, routine)
     nw = _network(net, width, seed, backend)
-    Z = nw.b.asarray(kernel_points(routine), np.float64)
+    Z = nw.b.asarray(routine.kernel_points(), np.float64)
     return nw.b.to_numpy(nw.forward(Z, step=0)[2])
 
 
@@ -48,8 +48,7 @@ def empirical_ntk(net: MLP, X1, X2=None, width: int = 1024, seed: int = 0,
     X = b.asarray(np.vstack([X1, X2]), np.float64)
     hs, xs, _ = nw.forward(X, step=0)
     L, do, n1 = net.L, net.d_out, len(X1)
-    a, _, c = net.param._fractions
-    scale = [m * width ** -float(2 * ai + ci) for m, ai, ci in zip(net.lr_mult, a, c)]
+    scale = net.finite_constants(width).lr            # lr_mult_l n^{-(2a_l + c_l)}
     gram = lambda A: A[:n1] @ A[n1:].T  # noqa: E731   (n1, n2) inner products
     comps = {}
     eye = xp.eye(do)

@@ -67,14 +67,21 @@ def _thin_norm(M, backend) -> float:
 class StatsRecorder:
     """Fills the arrays of the module docstring from evaluation forward passes."""
 
-    def __init__(self, network: FiniteNetwork, T: int, E: int, spectral: bool = True):
+    def __init__(self, network: FiniteNetwork, T: int, E: int, coordinates: bool = True,
+                 spectral: bool = True):
         L = network.net.L
-        self.nw, self.spectral = network, spectral
-        self.stats = {k: np.zeros((T + 1, L)) for k in ("h_rms", "x_rms", "dh_rms", "dx_rms")}
-        for k in ("dWx_rms", "frobenius_ratio") + (("spectral_ratio",) if spectral else ()):
-            self.stats[k] = np.zeros((T + 1, L + 1))
-        self.stats["feature_kernel"] = np.zeros((T + 1, E, E))
-        self.stats["feature_kernel_change"] = np.zeros(T + 1)
+        self.nw, self.coordinates, self.spectral = network, coordinates, spectral
+        self.stats = {}
+        if coordinates:
+            for k in ("h_rms", "x_rms", "dh_rms", "dx_rms"):
+                self.stats[k] = np.zeros((T + 1, L))
+            self.stats["dWx_rms"] = np.zeros((T + 1, L + 1))
+            self.stats["feature_kernel"] = np.zeros((T + 1, E, E))
+            self.stats["feature_kernel_change"] = np.zeros(T + 1)
+        if spectral:
+            self.stats["spectral_ratio"] = np.zeros((T + 1, L + 1))
+        if coordinates or spectral:
+            self.stats["frobenius_ratio"] = np.zeros((T + 1, L + 1))
         self._h0 = self._x0 = None
         xp = network.b.xp
         self._fro0 = [float(xp.linalg.norm(w)) for w in network.W0]
@@ -84,15 +91,21 @@ class StatsRecorder:
         return {k: v[:upto] for k, v in self.stats.items()}
 
     def record(self, t: int, hs, xs, f) -> None:
-        nw, b = self.nw, self.nw.b
-        xp, mm, tonp = b.xp, b.matmul, b.to_numpy
-        rms = lambda a: float(xp.sqrt(xp.mean(a * a)))  # noqa: E731
+        nw = self.nw
         L = nw.net.L
         if t == 0:
             self._h0, self._x0 = hs, xs
             self._spec0 = [self._norm_init(l) for l in range(L + 1)] if self.spectral else None
             self._spec_vectors = [None] * (L + 1)
-        s = self.stats
+        if self.coordinates:
+            self._record_coordinates(t, hs, xs, f)
+        self._record_norms(t)
+
+    def _record_coordinates(self, t, hs, xs, f) -> None:
+        nw, b = self.nw, self.nw.b
+        xp, mm, tonp = b.xp, b.matmul, b.to_numpy
+        rms = lambda a: float(xp.sqrt(xp.mean(a * a)))  # noqa: E731
+        L, s = nw.net.L, self.stats
         for l in range(L):
             s["h_rms"][t, l] = rms(hs[l])
             s["x_rms"][t, l] = rms(xs[l + 1])
@@ -100,6 +113,15 @@ class StatsRecorder:
             s["dx_rms"][t, l] = rms(xs[l + 1] - self._x0[l + 1])
             s["dWx_rms"][t, l] = rms(hs[l] - mm(xs[l], nw.W0[l].T))
         s["dWx_rms"][t, L] = rms(f / nw.alpha - mm(xs[L], nw.W0[L].T))
+        xL = xs[L]
+        K = tonp(mm(xL, xL.T)) / nw.n
+        s["feature_kernel"][t] = K
+        dK = K - s["feature_kernel"][0]
+        s["feature_kernel_change"][t] = float(np.sqrt(np.mean(dK * dK)))
+
+    def _record_norms(self, t) -> None:
+        nw, xp, s = self.nw, self.nw.b.xp, self.stats
+        L = nw.net.L
         for l in range(L + 1):
             d = nw.W[l] - nw.W0[l] if l in (0, L) else None
             fro = float(xp.linalg.norm(d)) if d is not None else self._delta_fro(l)
@@ -107,11 +129,6 @@ class StatsRecorder:
             if self.spectral:
                 s["spectral_ratio"][t, l] = (self._norm_delta(l, d) / self._spec0[l]
                                              if self._spec0[l] else np.inf)
-        xL = xs[L]
-        K = tonp(mm(xL, xL.T)) / nw.n
-        s["feature_kernel"][t] = K
-        dK = K - s["feature_kernel"][0]
-        s["feature_kernel_change"][t] = float(np.sqrt(np.mean(dK * dK)))
 
     def _delta_fro(self, l) -> float:
         """‖W_t - W_0‖_F for an n x n layer, in row blocks (no n x n temporary)."""

@@ -1,6 +1,11 @@
-"""Limit layer: infinite-width training dynamics (NumPy + Numba)."""
-from .dispatch import simulate_limit
-from .kernel_gd import kernel_points
-from .kernels import nngp, ntk
+"""Limit layer: infinite-width training dynamics (NumPy + Numba).
 
-__all__ = ["simulate_limit", "kernel_points", "nngp", "ntk"]
+``simulate_limit`` (simulate.py) checks its options (options.py), picks an
+engine from the classification (select.py) — ``kernel/``, ``one_hidden/``
+or ``deep/`` — runs it, and turns its typed result (result.py, with the
+replicate combination of replicates.py) into a Trajectory.
+"""
+from .kernel import nngp, ntk
+from .simulate import LimitPlan, prepare_limit, simulate_limit
+
+__all__ = ["simulate_limit", "prepare_limit", "LimitPlan", "nngp", "ntk"]

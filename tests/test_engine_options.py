@@ -1,0 +1,52 @@
+"""Options both engines share, the memory guard, and run metadata."""
+import numpy as np
+import pytest
+from conftest import d1
+
+import tp_limits as tp
+from tp_limits.engine.memory import require_memory, require_particles, usable_bytes
+from tp_limits.engine.meta import PROBLEM_KEYS, problem_mismatch
+from tp_limits.engine.options import check_dtype, check_record, check_seed, check_seeds
+from tp_limits.spec import Problem
+
+
+@pytest.mark.parametrize("value, ok", [
+    (np.float64, True), ("float32", True), (np.dtype("float64"), True),
+    (np.float16, False), ("int64", False), (True, False), ("double precision", False)])
+def test_dtype(value, ok):
+    if ok:
+        assert check_dtype(value).name in ("float32", "float64")
+    else:
+        with pytest.raises(tp.SpecError, match="dtype"):
+            check_dtype(value)
+
+
+@pytest.mark.parametrize("record", [None, "stats", ("stats", "bogus"), 3])
+def test_record_must_be_a_tuple_of_known_options(record):
+    with pytest.raises(tp.SpecError, match="record"):
+        check_record(record, ("stats", "spectral"))
+
+
+def test_seeds():
+    assert check_seed(0) == 0 and check_seeds(3) == (0, 1, 2) and check_seeds([5, 7]) == (5, 7)
+    for bad in (-1, 1.0, "0", True, 2 ** 64):
+        with pytest.raises(tp.SpecError, match="seed"):
+            check_seed(bad)
+    with pytest.raises(tp.SpecError, match="distinct"):
+        check_seeds([1, 1])
+
+
+def test_memory_guard_names_the_largest_count():
+    with pytest.raises(tp.MemoryBudgetError, match="at most"):
+        require_particles(10 ** 15, 8.0, "test arrays")
+    require_memory(1024.0, "a small array")
+    assert usable_bytes() > 0
+
+
+def test_finite_and_limit_meta_describe_the_same_problem():
+    net, r = tp.MLP(tp.mup(1), 2, 1), d1()
+    fin = tp.train_finite(net, r, width=32, record=())
+    lim = tp.simulate_limit(net, r, particles=2_000)
+    assert all(fin.meta[k] == lim.meta[k] for k in PROBLEM_KEYS)
+    assert problem_mismatch(Problem(net, r), lim.meta) == []
+    assert problem_mismatch(Problem(net, d1(lr=0.1)), lim.meta) == ["lr = 0.5 (here 0.1)"]

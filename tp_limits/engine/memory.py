@@ -1,0 +1,38 @@
+"""The one memory guard: refuse, before allocating, work that would not fit.
+
+Engines compute what a run needs from its sizes alone (no allocation) and
+call :func:`require_memory`; the refusal says how much was needed, how much
+may be used (``USABLE`` of what the backend reports free) and, where the
+caller can compute it, the largest size that would fit.
+"""
+from __future__ import annotations
+
+from ..errors import MemoryBudgetError
+from .backend import Backend, numpy_backend
+
+#: Fraction of the free memory a run may plan to use (the rest is headroom for temporaries).
+USABLE = 0.8
+
+
+def usable_bytes(backend: Backend | None = None) -> float:
+    return USABLE * (backend or numpy_backend()).available_bytes()
+
+
+def require_memory(need: float, what: str, backend: Backend | None = None,
+                   largest: str = "", advice: str = "") -> None:
+    """Raise MemoryBudgetError when ``need`` bytes exceed the usable memory of ``backend``."""
+    have = usable_bytes(backend)
+    if need > have:
+        where = (backend or numpy_backend()).name
+        raise MemoryBudgetError(
+            f"{what} need about {need / 2**30:.2f} GiB but only {have / 2**30:.2f} GiB may be "
+            f"used ({where})" + (f"; {largest}" if largest else "")
+            + (f"; {advice}" if advice else ""))
+
+
+def require_particles(N: int, bytes_per_particle: float, what: str,
+                      backend: Backend | None = None) -> None:
+    """The guard for particle engines: memory linear in N, so name the largest N that fits."""
+    fit = int(usable_bytes(backend) / bytes_per_particle)
+    require_memory(N * bytes_per_particle, f"{N:,} particles ({what})", backend,
+                   largest=f"at most {fit:,} particles fit")

@@ -1,0 +1,43 @@
+"""The run metadata every Trajectory carries (``Trajectory.meta``).
+
+:func:`problem_meta` describes the problem (network, routine), identical for
+the finite and the limit engines, so two trajectories of the same problem
+can be checked against each other (:func:`problem_mismatch`);
+:func:`run_meta` adds how the run went.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._version import __version__
+
+#: Keys of :func:`problem_meta`: two runs agree on all of them iff they solve the same problem.
+PROBLEM_KEYS = ("parametrization", "phi", "L", "d_in", "d_out", "sigma", "lr_mult",
+                "readout_multiplier", "output_scale", "lr", "loss", "batch_size", "steps")
+
+
+def problem_meta(problem) -> dict:
+    net, r = problem.net, problem.routine
+    return {"parametrization": repr(net.param), "phi": net.phi, "L": net.L, "d_in": net.d_in,
+            "d_out": net.d_out, "sigma": list(net.sigma), "lr_mult": list(net.lr_mult),
+            "readout_multiplier": net.readout_multiplier, "output_scale": net.output_scale,
+            "lr": r.lr, "loss": r.loss, "batch_size": r.batch_size, "steps": r.steps}
+
+
+def run_meta(problem, completed: int, interrupted: bool, diverged, wall_time_s: float,
+             **engine) -> dict:
+    """Problem description, engine settings (keyword arguments) and how the run ended."""
+    meta = dict(engine)
+    meta.update(problem_meta(problem))
+    meta.update({"completed_steps": int(completed), "interrupted": bool(interrupted),
+                 "diverged": diverged, "wall_time_s": float(wall_time_s),
+                 "versions": {"tp_limits": __version__, "numpy": np.__version__}})
+    return meta
+
+
+def problem_mismatch(problem, meta: dict) -> list:
+    """The problem keys on which ``meta`` (a Trajectory's) differs from ``problem``: empty iff
+    the trajectory was computed for this problem."""
+    mine = problem_meta(problem)
+    return [f"{k} = {meta.get(k)!r} (here {mine[k]!r})" for k in PROBLEM_KEYS
+            if meta.get(k) != mine[k]]

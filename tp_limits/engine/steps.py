@@ -1,0 +1,62 @@
+"""The step loop every engine shares: count steps, report progress, stop cleanly.
+
+Each engine (finite network, kernel GD, exact linear recursions, particle
+Monte Carlo) runs ``T`` training steps and must return the trajectory so far
+when the user presses Ctrl-C or when the dynamics diverge.  ``StepLoop``
+holds that bookkeeping once::
+
+    loop = StepLoop(T, on_step)
+    with loop:
+        evaluate(0)                 # anything before the first step is guarded too
+        for t in loop:
+            ...                     # one step; raise DivergenceError(step, layer, what)
+    loop.completed, loop.interrupted, loop.diverged
+
+``completed`` counts the steps whose body finished; ``on_step(t)`` runs after
+each of them (progress bars).  A ``KeyboardInterrupt`` ends the block with
+``interrupted = True``; a ``DivergenceError`` ends it with ``diverged`` set to
+the error's ``info()`` dict, unless ``catch_divergence=False`` (then it
+propagates, as ``train_finite(..., on_divergence="raise")`` asks).  Any
+other exception propagates unchanged.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterator, Optional
+
+from ..errors import DivergenceError
+
+
+class StepLoop:
+    def __init__(self, T: int, on_step: Optional[Callable[[int], None]] = None,
+                 catch_divergence: bool = True):
+        self.T = int(T)
+        self.on_step = on_step
+        self.catch_divergence = catch_divergence
+        self.completed = 0
+        self.interrupted = False
+        self.diverged: Optional[dict] = None
+
+    def __iter__(self) -> Iterator[int]:
+        for t in range(self.T):
+            yield t
+            # reached only when the body of step t finished
+            self.completed = t + 1
+            if self.on_step is not None:
+                self.on_step(t)
+
+    def __len__(self) -> int:
+        return self.T
+
+    def __enter__(self) -> "StepLoop":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is None:
+            return False
+        if issubclass(exc_type, KeyboardInterrupt):
+            self.interrupted = True
+            return True
+        if issubclass(exc_type, DivergenceError) and self.catch_divergence:
+            self.diverged = exc.info()
+            return True
+        return False

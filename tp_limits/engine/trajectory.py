@@ -1,0 +1,83 @@
+"""The one result type of every engine: :class:`Trajectory`.
+
+It lives with the engines' shared plumbing, not in the analysis layer,
+because the engines construct it and engines never import the analysis layer.
+
+| field       | shape                  | meaning                                       |
+|-------------|------------------------|-----------------------------------------------|
+| f_eval      | (T+1, E, d_out)        | output on evaluation inputs, before step 0 .. after step T-1 |
+| f_eval_se   | same, or None          | Monte Carlo standard error (limit engines)    |
+| f_train     | (T, B, d_out)          | output on the batch of step t, before its update |
+| loss        | (T,)                   | mean training loss of step t                  |
+| stats       | name -> array          | per-layer coordinate statistics (leading axis: t = 0..T) |
+| meta        | dict (JSON-able)       | engine, width/particles, seed, versions, wall time, ... |
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import TPError
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    f_eval: np.ndarray
+    f_train: np.ndarray
+    loss: np.ndarray
+    stats: dict = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
+    f_eval_se: np.ndarray | None = None
+
+    @property
+    def steps(self) -> int:
+        """Number of completed training steps T."""
+        return len(self.loss)
+
+    @property
+    def diverged(self) -> bool:
+        return bool(self.meta.get("diverged"))
+
+    def save(self, path) -> None:
+        """Write to ``path`` (.npz with the meta as JSON inside), atomically."""
+        path = os.fspath(path)
+        arrays = {"f_eval": self.f_eval, "f_train": self.f_train, "loss": self.loss,
+                  "meta_json": np.array(json.dumps(self.meta, default=_jsonable))}
+        if self.f_eval_se is not None:
+            arrays["f_eval_se"] = self.f_eval_se
+        for k, v in self.stats.items():
+            arrays[f"stats/{k}"] = v
+        folder = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(suffix=".npz", dir=folder)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                np.savez(fh, **arrays)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    @classmethod
+    def load(cls, path) -> "Trajectory":
+        try:
+            with np.load(os.fspath(path), allow_pickle=False) as z:
+                data = {k: z[k] for k in z.files}
+        except (OSError, ValueError) as exc:
+            raise TPError(f"cannot read a Trajectory from {path!r}: {exc}") from None
+        stats = {k[len("stats/"):]: v for k, v in data.items() if k.startswith("stats/")}
+        return cls(f_eval=data["f_eval"], f_train=data["f_train"], loss=data["loss"],
+                   stats=stats, meta=json.loads(str(data["meta_json"])),
+                   f_eval_se=data.get("f_eval_se"))
+
+
+def _jsonable(obj):
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    return str(obj)

@@ -1,0 +1,157 @@
+"""Hat families of the deep limit: stored vectors, their hats, cached Gram matrices
+(docs/theory.md §4).
+
+For a hidden matrix W^l the forward family F^l holds the training vectors
+x^{l-1}_{s,i} with their hats Ẑ^{W^l x}, the backward family G^l the vectors
+δh^l_{s,i} with their hats Ẑ^{W^lᵀ δh}.  Within a family the hats are jointly
+Gaussian with covariance σ_l² E[Z^x Z^{x'}]; families are independent.
+
+**Sampling.** New hats of vectors V (m rows) are drawn jointly and
+conditionally on the family's stored hats Ĥ: with C = σ² XXᵀ/N,
+κ = σ² XVᵀ/N, K_0 = σ² VVᵀ/N and β = C⁺κ,
+
+    Ĥ_new = βᵀĤ + (K_0 - κᵀβ)^{1/2} ε.
+
+**Stein coefficients.** The hats ĝ of a family are independent of every
+other base variable, so E[∇_ĝ Z] = Cov(ĝ)⁻¹ E[ĝ Z]: the least-squares
+coefficients of Z regressed on the family's sampled hats.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .mixed_precision import combine_rows, mean_and_cross, rows_dot
+
+RCOND = 1e-10
+CHUNK_ELEMENTS = 1 << 19     # float64 elements of one block of a history (4 MiB: in cache)
+
+
+def _chunks(rows):
+    """Column slices of ``rows`` (k, N) of about CHUNK_ELEMENTS elements each."""
+    k, N = rows.shape
+    width = max(256, CHUNK_ELEMENTS // max(k, 1))
+    return [slice(j, min(j + width, N)) for j in range(0, N, width)]
+
+
+def rows_times(rows, V):
+    """rows @ Vᵀ -> (k, m) float64, for stored ``rows`` (k, N) and float64 V (m, N).
+
+    float64 storage: one BLAS product; float32: the mixed-precision kernel of
+    _history.py (float32 reads, float64 sums).
+    """
+    return rows @ V.T if rows.dtype == np.float64 else rows_dot(rows, V)
+
+
+def times_rows(coef, rows):
+    """coefᵀ @ rows -> (m, N) float64, for stored ``rows`` (k, N)."""
+    return coef.T @ rows if rows.dtype == np.float64 else combine_rows(coef, rows)
+
+
+class Family:
+    """Stored vectors and hats of one hat family, with cached Gram matrices.
+
+    Rows are stored vectors (capacity x N, row-contiguous) in the storage
+    ``dtype``; every Gram matrix, coefficient and new particle value is
+    float64.  ``Cv`` = σ² ⟨v_i, v_j⟩ and ``Ch`` = ⟨ĥ_i, ĥ_j⟩ grow by one block
+    per store, and their inverses are recomputed once per store, so a query
+    costs O(N k) (one pass over the history) plus O(k²).
+
+    Conditional variances below ``RCOND`` times the new vectors' own variance
+    are rounding noise and treated as zero: a vector that repeats a stored
+    one must reuse its hat.
+    """
+
+    def __init__(self, N: int, capacity: int, sigma2: float, dtype=np.float64):
+        self.vec = np.zeros((capacity, N), dtype)
+        self.hat = np.zeros((capacity, N), dtype)
+        self.Cv = np.zeros((capacity, capacity))
+        self.Ch = np.zeros((capacity, capacity))
+        self.k = 0
+        self.sigma2 = sigma2
+        self._Pv = self._Ph = None
+
+    def _solver(self, C):
+        """A function x -> C⁺ x for the current k x k Gram matrix.
+
+        The inverse of C + ridge I, ridge = RCOND x (mean diagonal), computed
+        once per store (O(k³), in NumPy's BLAS: mixing in SciPy's separate
+        BLAS here makes the two thread pools fight); a solve is then one
+        k x k product.  The ridge is the regularized pseudo-inverse and only
+        matters on (near-)degenerate families, e.g. repeated inputs.
+        """
+        k = self.k
+        A = C[:k, :k]
+        scale = float(np.trace(A)) / k
+        if not scale > 0.0:
+            # every stored vector is 0 (e.g. backward vectors at step 0 with a
+            # zero readout): the family carries no information, C⁺ = 0
+            return lambda x: np.zeros_like(x)
+        try:
+            P = np.linalg.inv(A + RCOND * scale * np.eye(k))
+        except np.linalg.LinAlgError:
+            P = np.linalg.pinv(A, rcond=RCOND, hermitian=True)
+        return lambda x: P @ x
+
+    def sample(self, V, rng, will_store: bool = False):
+        """Hats for the rows of V (m, N), jointly, conditional on the stored hats.
+
+        Returns (hats, info); ``info`` = (κ, K_0, cross) is what :meth:`store`
+        needs.  With ``will_store`` the cross products ⟨ĥ_old, ĥ_new⟩ are
+        accumulated in the same pass over the stored hats that forms the
+        conditional mean βᵀĤ, so storing costs no extra pass.  Hats are
+        rounded to the storage dtype here, so the particles use exactly the
+        values that are stored.
+        """
+        N, k, m = V.shape[1], self.k, len(V)
+        dt = self.hat.dtype
+        # the values that will be stored (float32 storage rounds them first)
+        Vs = V if dt == np.float64 else V.astype(dt).astype(np.float64)
+        K0 = self.sigma2 * (Vs @ Vs.T) / N
+        if k == 0:
+            kappa, beta, cond = np.zeros((0, m)), None, K0
+        else:
+            if self._Pv is None:
+                self._Pv = self._solver(self.Cv)
+            kappa = self.sigma2 * rows_times(self.vec[:k], Vs) / N         # (k, m)
+            beta = self._Pv(kappa)
+            cond = K0 - kappa.T @ beta
+        w, Q = np.linalg.eigh((cond + cond.T) / 2)
+        w = np.where(w > RCOND * max(float(np.max(np.diag(K0))), 0.0), w, 0.0)
+        hats = (Q * np.sqrt(w)) @ rng.standard_normal((m, N))
+        cross = np.zeros((k, m)) if will_store else None
+        if k and dt != np.float64:
+            cross = mean_and_cross(beta, self.hat[:k], hats, will_store)
+        elif k:
+            H = self.hat[:k]
+            for c in _chunks(H):               # one pass: mean, then cross while in cache
+                hats[:, c] += beta.T @ H[:, c]
+                if will_store:
+                    cross += H[:, c] @ hats[:, c].T
+        elif dt != np.float64:
+            hats = hats.astype(dt).astype(np.float64)
+        return hats, (kappa, K0, cross)
+
+    def store(self, V, hats, info):
+        kappa, K0, cross = info
+        k, m = self.k, len(V)
+        N = V.shape[1]
+        self.vec[k:k + m], self.hat[k:k + m] = V, hats
+        self.Cv[:k, k:k + m] = kappa
+        self.Cv[k:k + m, :k] = kappa.T
+        self.Cv[k:k + m, k:k + m] = K0
+        self.Ch[:k, k:k + m] = cross / N
+        self.Ch[k:k + m, :k] = cross.T / N
+        self.Ch[k:k + m, k:k + m] = hats @ hats.T / N
+        self.k += m
+        self._Pv = self._Ph = None
+
+    def stein_coefficients(self, Z):
+        """σ² b (k, m): b = least-squares coefficients of each row of Z on the hats.
+
+        Σ_j v_j (σ² b_j) is then the Ż term; the caller combines it with the
+        ΔW coefficients into one pass over the stored vectors.
+        """
+        k = self.k
+        if self._Ph is None:
+            self._Ph = self._solver(self.Ch)
+        return self.sigma2 * self._Ph(rows_times(self.hat[:k], Z) / Z.shape[1])

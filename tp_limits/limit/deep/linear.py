@@ -1,0 +1,189 @@
+"""Exact infinite-width limit of a deep *linear* feature-learning MLP (docs/theory.md §4.5).
+
+For φ = id every Tensor-Program variable is a linear combination of
+"primitives": the d coordinates of z (Z^{U_0} = σ_1 z), the d_out of ω
+(Z^{nV_0} = e_ω σ_{L+1} ω), and one primitive per hat.  A variable is stored
+as its coefficient vector c over the primitives; with S the primitives'
+covariance (identity on z, ω; block-diagonal over hat families),
+
+    E[Z^a Z^b] = c_aᵀ S c_b,      ∂Z^a / ∂Ẑ_p = c_a[p]      (exactly).
+
+The equations of §4.2 then become linear algebra.  Forward at step t for
+an input ζ, layers l = 2..L:
+
+    Z^{h^l} = Ẑ^{W^l x}  +  σ_l² Σ_{g ∈ G^l} Z^{δh_g} c_x[p_g]           (Ż)
+                         -  η_l e_l Σ_{s<t,i} Z^{δh^l_{s,i}} E[Z^{x^{l-1}_{s,i}} Z^x]   (ΔW^l)
+
+with the new hat's covariance σ_l² E[Z^x Z^{x'}] with every earlier hat of
+the forward family F^l.  Backward for a training item, l = L..2:
+
+    Z^{δx^{l-1}} = Ẑ^{W^lᵀ δh}  +  σ_l² Σ_{e ∈ F^l (incl. step t)} Z^{x_e} c_δh[p_e]
+                                -  η_l e_l Σ_{s<t,j} Z^{x^{l-1}_{s,j}} E[Z^{δh^l_{s,j}} Z^{δh}],
+
+seed Z^{δx^L} = α χᵀ Z^{nV}; then Z^U -= η_1 e_1 Σ_i Z^{δh^1_i} ξ_iᵀ and
+Z^{nV} -= η_{L+1} e_V α Σ_i χ_i Z^{x^L_i}, simultaneously.  f̊ = α E[Z^{nV} Z^{x^L}].
+``decoupled=True`` drops both Ż sums (docs/theory.md §3).
+
+Evaluation hats are kept as primitives too (they feed nothing else), so the
+statistics of h^l_t(ζ) - h^l_0(ζ) use the exact joint law.  No Monte Carlo
+and no matrix inversion: degenerate families (repeated inputs) are harmless.
+Cost grows with the number of primitives P = d + d_out + (L-1)(2BT + E(T+1)).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...engine.steps import StepLoop
+from ...errors import DivergenceError
+from ..base import FeatureLearningEngine
+from ..result import LimitResult
+
+
+class _Primitives:
+    """Coefficient space and covariance S of the primitives."""
+
+    def __init__(self, base: int, capacity: int):
+        self.S = np.zeros((capacity, capacity))
+        self.S[:base, :base] = np.eye(base)
+        self.count = base
+        self.capacity = capacity
+
+    def zeros(self):
+        return np.zeros(self.capacity)
+
+    def cov(self, a, b) -> float:
+        n = self.count
+        return float(a[:n] @ self.S[:n, :n] @ b[:n])
+
+    def new_hat(self, sigma2: float, c, family: list) -> int:
+        """Add the hat of a vector with coefficients ``c`` to ``family`` (list of (c, p))."""
+        p = self.count
+        Sc = self.S[:p, :p] @ c[:p]
+        for c_other, q in family:
+            self.S[p, q] = self.S[q, p] = sigma2 * float(c_other[:p] @ Sc)
+        self.S[p, p] = sigma2 * float(c[:p] @ Sc)
+        self.count += 1
+        return p
+
+
+def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None) -> LimitResult:
+    """Run the exact deep linear limit on ``problem`` with the limit constants ``const``."""
+    net = problem.net
+    L, d, do = net.L, net.d_in, net.d_out
+    T, B, E = problem.T, problem.B, problem.E
+    Xe = problem.eval_inputs
+    sig, alpha, eta = const.sigma, const.alpha, const.eta
+    cap = d + do + (L - 1) * (2 * B * T + E * (T + 1))
+    prim = _Primitives(d + do, cap)
+    cU = [prim.zeros() for _ in range(d)]
+    for k in range(d):
+        cU[k][k] = sig[0]
+    cV = [prim.zeros() for _ in range(do)]
+    if const.readout_init:
+        for o in range(do):
+            cV[o][d + o] = sig[L]
+    F = {l: [] for l in range(2, L + 1)}        # forward hats: (c_x, p)
+    F_train = {l: [] for l in range(2, L + 1)}  # the training ones (backward Ż sums)
+    G = {l: [] for l in range(2, L + 1)}        # backward hats: (c_δh, p)
+    pairs = {l: [] for l in range(2, L + 1)}    # ΔW^l pieces: (c_δh^l, c_x^{l-1})
+
+    def apply_matrix(l, v, own, zdot_family, pairs_in_order):
+        """Z of W^l v (forward) or W^lᵀ v (backward): new hat + Ż + ΔW sum.
+
+        ``own``: the family v's hat joins; ``zdot_family``: the other family's
+        entries (c, p) whose hats v depends on; ``pairs_in_order``: the ΔW^l
+        pieces as (c matched against v, c that is added) — (x, δh) forward,
+        (δh, x) backward.
+        """
+        s2 = sig[l - 1] ** 2
+        p = prim.new_hat(s2, v, own)
+        out = prim.zeros()
+        out[p] = 1.0
+        if not decoupled:
+            for c, q in zdot_family:
+                out += s2 * v[q] * c
+        for c_match, c_add in pairs_in_order:
+            out -= eta[l - 1] * prim.cov(c_match, v) * c_add
+        return out, p
+
+    def forward(zeta, store: bool):
+        """Coefficient vectors of h^1..h^L for input ζ (x^l = h^l)."""
+        h = sum(zeta[k] * cU[k] for k in range(d))
+        hs = [h]
+        for l in range(2, L + 1):
+            x = hs[-1]
+            new, p = apply_matrix(l, x, F[l], G[l], [(c_x, c_dh) for c_dh, c_x in pairs[l]])
+            F[l].append((x, p))
+            if store:
+                F_train[l].append((x, p))
+            hs.append(new)
+        return hs
+
+    def output(cx, step):
+        f = alpha * np.array([prim.cov(cV[o], cx) for o in range(do)])
+        if not np.all(np.isfinite(f)):
+            raise DivergenceError(step, None, "output f")
+        return f
+
+    res = LimitResult.empty(T, E, B, do, L=L)
+    mom = res.moments
+    h0 = [None] * E
+
+    def evaluate(t):
+        if t not in eval_steps:
+            return
+        xs_L = []
+        for e in range(E):
+            hs = forward(Xe[e], store=False)
+            if t == 0:
+                h0[e] = hs
+            for l in range(L):
+                mom.h_sq[t, l, e] = mom.x_sq[t, l, e] = prim.cov(hs[l], hs[l])
+                dd = hs[l] - h0[e][l]
+                mom.dh_sq[t, l, e] = mom.dx_sq[t, l, e] = prim.cov(dd, dd)
+            xs_L.append(hs[-1])
+            res.f_eval[t, e] = output(hs[-1], t)
+        res.f_eval_se[t] = 0.0
+        for e in range(E):
+            for g in range(E):
+                mom.feature_kernel[t, e, g] = prim.cov(xs_L[e], xs_L[g])
+
+    loop = StepLoop(T, on_step)
+    with loop:
+        evaluate(0)
+        for t in loop:
+            Xb, Yb = problem.batch(t)
+            fwd = [forward(Xb[i], store=True) for i in range(B)]
+            fb = np.array([output(hs[-1], t) for hs in fwd])
+            res.f_train[t] = fb
+            res.loss[t] = float(np.mean(problem.loss.value(fb, Yb, np)))
+            chi = problem.loss.grad(fb, Yb, np) / B
+            dh1, new_pairs = [], {l: [] for l in range(2, L + 1)}
+            for i in range(B):
+                dh = alpha * sum(chi[i, o] * cV[o] for o in range(do))     # δh^L (φ′ = 1)
+                for l in range(L, 1, -1):
+                    dx, p = apply_matrix(l, dh, G[l], F_train[l], pairs[l])
+                    G[l].append((dh, p))
+                    new_pairs[l].append((dh, fwd[i][l - 2]))
+                    dh = dx
+                dh1.append(dh)
+            for k in range(d):
+                cU[k] = cU[k] - eta[0] * sum(Xb[i, k] * dh1[i] for i in range(B))
+            for o in range(do):
+                cV[o] = cV[o] - eta[L] * alpha * sum(chi[i, o] * fwd[i][-1] for i in range(B))
+            for l in range(2, L + 1):
+                pairs[l].extend(new_pairs[l])
+            evaluate(t + 1)
+    res.se_method = "exact (linear combinations of Gaussian primitives)"
+    res.info = {"primitives": prim.count}
+    return res.finish(loop)
+
+
+class LinearEngine(FeatureLearningEngine):
+    """φ = id: the exact deep linear limit, true or decoupled backprop."""
+
+    name, method = "limit/deep_linear", "exact"
+
+    def run(self, on_step) -> LimitResult:
+        return deep_linear(self.problem, self.const, self.options.backprop == "decoupled",
+                           self.options.eval_steps(self.problem.T), on_step)

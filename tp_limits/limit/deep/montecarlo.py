@@ -1,0 +1,281 @@
+"""Monte Carlo limit of a deep (L >= 2) feature-learning MLP (docs/theory.md §4).
+
+Particles carry Z^U ∈ R^d, Z^{nV} ∈ R^{d_out} and, per hidden matrix W^l
+(2 <= l <= L), the hat families F^l and G^l of families.py.  All batch
+items (and all evaluation inputs) of a layer are processed as one (m, N)
+block.  A training step, as :class:`DeepRun` performs it:
+
+**Forward** (any input ζ), for l = 2..L:
+
+    Z^{h^l} = Ẑ^{W^l x} + Σ_j Z^{δh^l_j} c_j,
+    c_j = Ż coefficient of the estimator (zdot.py) − η_l e_l E[Z^{x_j} Z^x] (pairs s < t),
+
+where the ΔW coefficients E[Z^{x_j} Z^x] are the conditioning covariances κ/σ²
+already computed for the new hat, so Ż and ΔW share one pass over the stored
+δh's.  x^l = φ(h^l), f̊ = α E[Z^{nV} Z^{x^L}].
+
+**Backward** (training items), seed δx^L = α χᵀ Z^{nV}, then for l = L..2:
+δh^l = δx^l φ′(h^l) and
+
+    Z^{δx^{l-1}} = Ẑ^{W^lᵀ δh} + Σ_e Z^{x_e} c_e,
+    c_e = Ż coefficient (current step's forward hats included) − η_l e_l E[Z^{δh_e} Z^{δh}].
+
+**Update** (simultaneous): Z^U −= η_1 e_1 Σ_i δh^1_i ξ_iᵀ,
+Z^{nV} −= η_{L+1} e_V α Σ_i χ_i Z^{x^L_i}; this step's pairs join the ΔW sums.
+
+Gram matrices and their (ridge-regularized) inverses are cached per family,
+so a step costs a few passes over the histories: time O(N L B T² (B+E)) in
+all with the Stein estimator, memory O(N L B T).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from ...engine.backend import numpy_backend
+from ...engine.memory import require_particles
+from ...engine.steps import StepLoop
+from ...errors import DivergenceError, SpecError
+from ..base import FeatureLearningEngine
+from ..replicates import run_replicates
+from ..result import LimitResult
+from ..sampling import antithetic_count
+from .families import Family, times_rows
+from .zdot import estimator_class, make_estimator
+
+_NP = numpy_backend()
+GROUPS = 32          # particle groups for the batch-means standard error
+NAME = "limit/deep_monte_carlo"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything one run needs besides its random generator (picklable for worker processes)."""
+
+    problem: object
+    const: object          # spec.LimitConstants
+    N: int
+    zdot: type             # an estimator class of zdot.py
+    dtype: object
+    eval_steps: tuple
+    record_stats: bool
+
+
+class DeepRun:
+    """The particle state of one run, and the forward, backward, update and evaluation of a step."""
+
+    def __init__(self, spec: RunSpec, rng):
+        p, c = spec.problem, spec.const
+        self.spec, self.rng = spec, rng
+        self.net, self.phi = p.net, p.net.nonlinearity
+        L, d, do, N = p.net.L, p.net.d_in, p.net.d_out, spec.N
+        self.L, self.N, self.alpha, self.eta = L, N, c.alpha, c.eta
+        sig = c.sigma
+        self.ZU = sig[0] * rng.standard_normal((N, d))
+        half = rng.standard_normal((N // 2, do))
+        self.ZV = (sig[L] if c.readout_init else 0.0) * np.concatenate([half, -half])
+        cap = p.B * p.T
+        self.F = {l: Family(N, cap, sig[l - 1] ** 2, spec.dtype) for l in range(2, L + 1)}
+        self.G = {l: Family(N, cap, sig[l - 1] ** 2, spec.dtype) for l in range(2, L + 1)}
+        self.npairs = {l: 0 for l in range(2, L + 1)}       # pairs (s < t) usable by ΔW^l
+        self.zdot = make_estimator(spec.zdot, N, L, d, do, cap, sig)
+        self.groups = np.array_split(np.arange(N), GROUPS)
+        self.init = []          # (h^l_0, x^l_0) on the eval inputs, kept only for statistics
+        self.res = LimitResult.empty(p.T, p.E, p.B, do, L if spec.record_stats else None)
+
+    # -- the two matrix products of a hidden layer ------------------------------------------
+    def _coefficients(self, own, other, z, kappa, l, zc):
+        """(k, m) coefficients on ``other``'s stored vectors for the new rows z of ``own``:
+        the Ż coefficients ``zc`` minus η_l E[v_{s,i} z] over the stored pairs, which are the
+        first rows of the conditioning covariances κ/σ² computed for the hat."""
+        kp = self.npairs[l]
+        if kp:
+            zc[:kp] -= self.eta[l - 1] * kappa[:kp] / own.sigma2
+        return zc
+
+    def forward(self, X, store: bool):
+        """h^1..h^L and x^1..x^L, each (m, N), for the rows of X, with their tangents.
+
+        The m hats of a layer are drawn jointly, conditional on the stored
+        training hats: for training items this equals drawing them one after
+        the other, conditioning each on the previous ones.
+        """
+        z = self.zdot
+        hs = [X @ self.ZU.T]
+        xs = [self.phi.phi(hs[0], _NP)]
+        ths = [z.input(X)]
+        txs = [z.activation(ths[0], self.phi.dphi(hs[0], _NP))]
+        for l in range(2, self.L + 1):
+            F, G, x = self.F[l], self.G[l], xs[-1]
+            hat, info = F.sample(x, self.rng, will_store=store)
+            k0, kG = F.k, G.k
+            coef = self._coefficients(F, G, x, info[0], l,
+                                      z.forward(l, x, txs[-1], G) if kG else np.zeros((0, len(x))))
+            h = hat + times_rows(coef, G.vec[:kG]) if kG else hat
+            ths.append(z.forward_tangent(l, coef, kG, len(x), k0 if store else None))
+            if store:
+                z.keep_forward(l, k0, txs[-1])
+                F.store(x, hat, info)
+            hs.append(h)
+            xs.append(self.phi.phi(h, _NP))
+            txs.append(z.activation(ths[-1], self.phi.dphi(h, _NP)))
+        return hs, xs, ths, txs
+
+    def backward(self, hs, ths, chi):
+        """δh^1 (B, N) and its tangent, from the readout seed δx^L = α χᵀ Z^{nV}."""
+        z, phi = self.zdot, self.phi
+        dx = self.alpha * (chi @ self.ZV.T)                               # δx^L, (B, N)
+        dh = dx * phi.dphi(hs[-1], _NP)                                    # δh^L
+        t_dh = z.backprop(z.readout(self.alpha, chi), phi.dphi(hs[-1], _NP), dx,
+                          phi.d2phi(hs[-1], _NP), ths[-1])
+        for l in range(self.L, 1, -1):
+            F, G = self.F[l], self.G[l]
+            hat, info = G.sample(dh, self.rng, will_store=True)
+            k0, kF = G.k, F.k
+            coef = self._coefficients(G, F, dh, info[0], l, z.backward(l, dh, t_dh, F))
+            dx = hat + times_rows(coef, F.vec[:kF])
+            t_dx = z.backward_tangent(l, coef, kF, len(dh), k0)
+            z.keep_backward(l, k0, t_dh)
+            G.store(dh, hat, info)
+            h = hs[l - 2]
+            dh = dx * phi.dphi(h, _NP)
+            t_dh = z.backprop(t_dx, phi.dphi(h, _NP), dx, phi.d2phi(h, _NP), ths[l - 2])
+        return dh, t_dh
+
+    def update(self, Xb, dh1, t_dh1, xL, t_xL, chi) -> None:
+        """Z^U −= η_1 Σ_i δh^1_i ξ_iᵀ and Z^{nV} −= η_{L+1} α Σ_i x^L_i χ_iᵀ, simultaneously."""
+        L = self.L
+        self.zdot.update(self.eta[0], Xb, t_dh1, self.eta[L], self.alpha, chi, t_xL)
+        ZU_new = self.ZU - self.eta[0] * dh1.T @ Xb
+        self.ZV = self.ZV - self.eta[L] * self.alpha * xL.T @ chi
+        self.ZU = ZU_new
+        for l in range(2, L + 1):
+            self.npairs[l] += len(Xb)
+
+    # -- outputs ------------------------------------------------------------------------------
+    def output(self, xL, step, with_se=False):
+        """f̊ for each row of x^L (m, N) -> (m, d_out), and its batch-means error."""
+        contrib = self.alpha * xL[:, :, None] * self.ZV[None]              # (m, N, do)
+        f = contrib.mean(axis=1)
+        if not np.all(np.isfinite(f)):
+            raise DivergenceError(step, None, "output f")
+        if not with_se:
+            return f
+        gm = np.stack([contrib[:, g].mean(axis=1) for g in self.groups])
+        return f, gm.std(axis=0, ddof=1) / np.sqrt(len(self.groups))
+
+    def evaluate(self, t) -> None:
+        if t not in self.spec.eval_steps:
+            return
+        hs, xs, _, _ = self.forward(self.spec.problem.eval_inputs, store=False)
+        res = self.res
+        if res.moments is not None:
+            if not self.init:
+                self.init.extend(zip(hs, xs))
+            m = res.moments
+            for l, ((h, x), (h0, x0)) in enumerate(zip(zip(hs, xs), self.init)):
+                m.h_sq[t, l] = np.mean(h ** 2, axis=1)
+                m.dh_sq[t, l] = np.mean((h - h0) ** 2, axis=1)
+                m.x_sq[t, l] = np.mean(x ** 2, axis=1)
+                m.dx_sq[t, l] = np.mean((x - x0) ** 2, axis=1)
+            m.feature_kernel[t] = xs[-1] @ xs[-1].T / self.N
+        res.f_eval[t], res.f_eval_se[t] = self.output(xs[-1], t, with_se=True)
+
+    # -- the run --------------------------------------------------------------------------------
+    def step(self, t) -> None:
+        p, res = self.spec.problem, self.res
+        Xb, Yb = p.batch(t)
+        hs, xs, ths, txs = self.forward(Xb, store=True)
+        fb = self.output(xs[-1], t)
+        res.f_train[t] = fb
+        res.loss[t] = float(np.mean(p.loss.value(fb, Yb, np)))
+        chi = p.loss.grad(fb, Yb, np) / p.B
+        dh1, t_dh1 = self.backward(hs, ths, chi)
+        self.update(Xb, dh1, t_dh1, xs[-1], txs[-1], chi)
+        self.evaluate(t + 1)
+
+    def run(self, on_step) -> LimitResult:
+        loop = StepLoop(self.spec.problem.T, on_step)
+        with loop:
+            self.evaluate(0)
+            for t in loop:
+                self.step(t)
+        self.res.se_method = ("batch means over 32 particle groups (ignores error carried by "
+                              "chi and the Ż coefficients; use replicates > 1)")
+        return self.res.finish(loop)
+
+
+def run_once(spec: RunSpec, rng, on_step=lambda t: None) -> LimitResult:
+    """One Monte Carlo run.
+
+    With float32 histories the passes over them are Numba kernels
+    (mixed_precision.py) between small BLAS products; the two thread pools
+    would spin against each other, so BLAS is pinned to one thread for the
+    run (measured: 2x faster than leaving both pools at two threads).
+    """
+    if np.dtype(spec.dtype) == np.float64:
+        return DeepRun(spec, rng).run(on_step)
+    with threadpool_limits(limits=1, user_api="blas"):
+        return DeepRun(spec, rng).run(on_step)
+
+
+def run_in_worker(spec: RunSpec, seed_seq) -> LimitResult:
+    """One replicate in a worker process (no progress callback there)."""
+    return run_once(spec, np.random.default_rng(seed_seq))
+
+
+class MonteCarloEngine(FeatureLearningEngine):
+    """Replicated Monte Carlo runs of the deep feature-learning limit."""
+
+    name, method = NAME, "monte_carlo"
+
+    def __init__(self, problem, classification, options):
+        super().__init__(problem, classification, options)
+        net = problem.net
+        if options.method == "quadrature":
+            raise SpecError("method='quadrature' applies to one hidden layer only")
+        decoupled = options.backprop == "decoupled"
+        zdot = estimator_class(options.zdot, decoupled, net.nonlinearity)
+        self.particles = antithetic_count(options.particles)
+        self.spec = RunSpec(problem, self.const, self.particles,
+                            zdot, options.dtype, options.eval_steps(problem.T),
+                            options.record_stats)
+        self.workers = min(options.workers, options.replicates)    # replicates held at once
+        what = ("the deep engine's histories"
+                + (" and derivative arrays (zdot='tangent'; 'stein' needs far less)"
+                   if zdot.name == "tangent" else "")
+                + (f" in {self.workers} worker processes" if self.workers > 1 else ""))
+        require_particles(self.particles, self.bytes_per_particle() * self.workers, what)
+        self.bar_total = problem.T * options.replicates
+        self.info = {"particles": self.particles, "zdot": zdot.name, "workers": self.workers}
+
+    def bytes_per_particle(self) -> float:
+        """Histories in the storage dtype; one pass's float64 arrays, the statistics'
+        initial values and the estimator's own arrays beside them."""
+        p, s = self.problem, self.spec
+        L, d, do, B, T, E = p.net.L, p.net.d_in, p.net.d_out, p.B, p.T, p.E
+        hist = 4 * (L - 1) * B * T                                  # vec + hat, F and G
+        per = np.dtype(s.dtype).itemsize * hist + 8 * (d + do + 4 * L * max(B, E))
+        if s.record_stats:
+            per += 8 * 2 * L * E                                    # h_0, x_0 of the eval inputs
+        return per + s.zdot.bytes_per_particle(L, d, do, B, T, E)
+
+    def run(self, on_step) -> LimitResult:
+        o, spec = self.options, self.spec
+        res = run_replicates(lambda rng: run_once(spec, rng, on_step), o.seed, o.replicates,
+                             task=_Task(spec), workers=o.workers,
+                             on_done=lambda: [on_step(t) for t in range(spec.problem.T)])
+        res.info = {**self.info, **res.info}
+        return res
+
+
+class _Task:
+    """Picklable ``task(seed_sequence)`` for the process pool."""
+
+    def __init__(self, spec):
+        self.spec = spec
+
+    def __call__(self, seed_seq):
+        return run_in_worker(self.spec, seed_seq)

@@ -1,0 +1,112 @@
+"""NNGP and NTK kernels of an MLP with per-layer constants (docs/theory.md §5.3).
+
+For inputs X (rows), with σ_l the effective init constants:
+
+    Σ^1 = σ_1² X Xᵀ
+    V^l = E[φ(u) φ(v)],  V̇^l = E[φ′(u) φ′(v)],  (u, v) ~ N(0, Σ^l on the pair),  l = 1..L
+    Σ^{l+1} = σ_{l+1}² V^l
+    Π^L = σ_{L+1}² V̇^L,   Π^{l-1} = σ_l² Π^l ⊙ V̇^{l-1}
+    K_1 = Π^1 ⊙ X Xᵀ,   K_l = Π^l ⊙ V^{l-1} (2 <= l <= L),   K_{L+1} = V^L.
+
+With the output multiplier α and per-layer learning-rate multipliers η_l/η,
+the NNGP (covariance of f_0 for p = 1/2) is α² σ_{L+1}² V^L and the kernel of
+layer l in kernel gradient descent is α² (η_l/η) K_l; outputs are independent
+(⊗ I_{d_out}).
+
+The pair moments V, V̇ come from pair_moments.py (closed forms or quadrature).
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ...errors import SpecError, UnstableParametrizationError
+from ...spec import MLP
+from ...spec.checks import as_matrix
+from .pair_moments import moments
+
+
+def _pairwise(S, fn):
+    diag = np.diag(S)
+    return fn(diag[:, None] * np.ones_like(S), diag[None, :] * np.ones_like(S), S)
+
+
+def layer_kernels(phi: str, sigma, X1, X2=None) -> dict:
+    """V^l, V̇^l (l = 1..L) and the contributions K_1..K_{L+1} between X1 and X2.
+
+    ``sigma`` holds the L+1 effective init constants.  Cross kernels are
+    computed on the stacked inputs and cut out, so the pair moments see the
+    right variances.
+    """
+    X2 = X1 if X2 is None else X2
+    X = np.vstack([X1, X2])
+    n1 = len(X1)
+    L = len(sigma) - 1
+    fn = moments(phi)
+    S = sigma[0] ** 2 * X @ X.T
+    Vs, Vds = [], []
+    for l in range(L):
+        V, Vd = _pairwise(S, fn)
+        Vs.append(V)
+        Vds.append(Vd)
+        S = sigma[l + 1] ** 2 * V
+    Pi = [None] * L
+    Pi[L - 1] = sigma[L] ** 2 * Vds[L - 1]
+    for l in range(L - 1, 0, -1):
+        Pi[l - 1] = sigma[l] ** 2 * Pi[l] * Vds[l - 1]
+    K = [Pi[0] * (X @ X.T)] + [Pi[l] * Vs[l - 1] for l in range(1, L)] + [Vs[L - 1]]
+    cut = lambda M: M[:n1, n1:]  # noqa: E731
+    return {"V": [cut(v) for v in Vs], "Vdot": [cut(v) for v in Vds],
+            "K": [cut(k) for k in K], "nngp": sigma[L] ** 2 * cut(Vs[L - 1])}
+
+
+def _inputs(net, X1, X2):
+    """The two input sets as float matrices of the network's input dimension."""
+    if not isinstance(net, MLP):
+        raise SpecError(f"net must be a tp.MLP, got {type(net).__name__}")
+    out = []
+    for name, X in (("X1", X1), ("X2", X2)):
+        if X is None:
+            out.append(None)
+            continue
+        A = as_matrix(X, name)
+        if A.shape[1] != net.d_in:
+            raise SpecError(f"{name} has {A.shape[1]} columns but the network has "
+                            f"d_in = {net.d_in}")
+        out.append(A)
+    return out
+
+
+def nngp(net, X1, X2=None) -> np.ndarray:
+    """Covariance of f_0 in the limit when p = 1/2: α² σ_{L+1}² V^L(X1, X2) (per output)."""
+    A, B = _inputs(net, X1, X2)
+    lk = layer_kernels(net.phi, net.effective_sigma, A, B)
+    return net.output_multiplier ** 2 * lk["nngp"]
+
+
+def ntk(net, X1, X2=None, components: bool = False, layers=None):
+    """The limiting kernel of ``net``'s parametrization (docs/theory.md §5.2).
+
+    K = α² Σ_{l in layers} (η_l/η) K_l, where ``layers`` defaults to the
+    classification's ``kernel_components`` (NTP: all; SP with LR 1/n: no input
+    layer; ...), or to every layer (the full NTK) when the parametrization is
+    not in the kernel regime.  ``components=True`` returns {l: α² (η_l/η) K_l}.
+    """
+    A, B = _inputs(net, X1, X2)
+    k = net.param.classify()
+    if layers is None:
+        if k.regime == "unstable":
+            raise UnstableParametrizationError(
+                f"{net.param.label} is unstable, so it has no limiting kernel: "
+                + "; ".join(k.violations) + ". Pass layers=(1, ..., L+1) for the full NTK "
+                "of its architecture")
+        layers = k.kernel_components or tuple(range(1, net.L + 2))
+    layers = tuple(layers)
+    if not layers or any(not isinstance(l, numbers.Integral) or not 1 <= l <= net.L + 1
+                             for l in layers):
+        raise SpecError(f"layers = {layers!r} must name layers in 1..{net.L + 1}")
+    lk = layer_kernels(net.phi, net.effective_sigma, A, B)
+    a2 = net.output_multiplier ** 2
+    comps = {l: a2 * net.lr_mult[l - 1] * lk["K"][l - 1] for l in layers}
+    return comps if components else sum(comps.values())

@@ -1,0 +1,176 @@
+"""The one-hidden-layer feature-learning limit (docs/theory.md §2, §5.1).
+
+Constants come from the MLP (:meth:`~tp_limits.MLP.limit_constants`):
+σ_u, σ_v = σ_1 s, σ_2 s; α the output multiplier; η_1 e_1, η_2 e_V the
+switched learning rates, so that
+
+    f̊(ξ) = α E[Z^{nV} φ(Z^U ξ)],   χ_{t,i} = ∇ℓ(f̊_t(ξ_{t,i}), y_{t,i}) / B,
+
+and each sweep moves Z^U by α η_1 e_1 and Z^{nV} by α η_2 e_V (sweep.py).
+Three engines share this description:
+
+* :class:`ParticleEngine` with ``method="monte_carlo"``: N antithetic
+  particles through the fused kernel of sweep.py (or its NumPy twin,
+  ``kernel="numpy"``); standard errors from batch means over particle
+  blocks, or from independent replicates when replicates > 1;
+* :class:`ParticleEngine` with ``method="quadrature"``: tensor Gauss–Hermite
+  nodes (d + d_out <= 3), run twice (k and ~3k/4 nodes per coordinate); the
+  difference is reported as the error estimate;
+* :class:`LinearEngine` (φ = id): the closed form of linear.py.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...engine.memory import require_particles
+from ...engine.steps import StepLoop
+from ...errors import DivergenceError, SpecError
+from ..base import FeatureLearningEngine
+from ..replicates import run_replicates
+from ..result import LimitResult
+from ..sampling import antithetic_count
+from .columns import STAT_FIELDS, SweepColumns, n_columns
+from .linear import linear_one_hidden
+from .particles import MAX_NODES, antithetic_particles, quadrature_particles
+from .sweep import MIN_BLOCK, PHI_CODES, block_size, sweep
+from .sweep_numpy import sweep_numpy
+
+NAME = "limit/one_hidden"
+
+
+def bytes_per_particle(d: int, d_out: int, dtype, stats: bool, K: int) -> float:
+    """Particle storage (plus the copy of Z^U_0 for statistics) and the per-block sums."""
+    return np.dtype(dtype).itemsize * (d + d_out + (d if stats else 0)) + 8.0 * K / MIN_BLOCK
+
+
+def _block_weights(w, N, nb, block):
+    if len(w) == 1:
+        sizes = np.minimum(block, N - np.arange(nb) * block)
+        return sizes * w[0]
+    return np.add.reduceat(w, np.arange(0, N, block))
+
+
+class LinearEngine(FeatureLearningEngine):
+    """φ = id: the exact closed form (no Monte Carlo error)."""
+
+    name, method = NAME, "exact"
+
+    def run(self, on_step) -> LimitResult:
+        return linear_one_hidden(self.problem, self.const, self.options.eval_steps(self.problem.T),
+                                 on_step)
+
+
+class ParticleEngine(FeatureLearningEngine):
+    """Particles (Monte Carlo) or quadrature nodes, through the fused sweep."""
+
+    name = NAME
+
+    def __init__(self, problem, classification, options):
+        super().__init__(problem, classification, options)
+        self.method = options.method or "monte_carlo"
+        net = problem.net
+        self.stats = options.record_stats
+        self.cols_K = n_columns(problem.B, problem.E, net.d_out, self.stats)
+        per = bytes_per_particle(net.d_in, net.d_out, options.dtype, self.stats, self.cols_K)
+        if self.method == "quadrature":
+            dims = net.d_in + (net.d_out if self.const.readout_init else 0)
+            if dims > 3:
+                raise SpecError(f"quadrature needs at most 3 Gaussian coordinates (d + d_out "
+                                f"with a nonzero readout); this problem has {dims}. Use "
+                                "method='monte_carlo'")
+            self.nodes = min(MAX_NODES, max(2, int(round(options.particles ** (1.0 / dims)))))
+            self.coarse = max(2, int(round(0.75 * self.nodes)))
+            self.particles = self.nodes ** dims
+            require_particles(self.particles, per, "the quadrature nodes")
+            self.info = {"kernel": options.kernel, "particles": self.particles,
+                         "nodes_per_coordinate": self.nodes}
+        else:
+            self.particles = antithetic_count(options.particles, self.const.readout_init)
+            require_particles(self.particles, per, "the particles")
+            self.bar_total = problem.T * options.replicates
+            self.info = {"kernel": options.kernel, "particles": self.particles}
+
+    def run(self, on_step) -> LimitResult:
+        p, o, c = self.problem, self.options, self.const
+        d, do = p.net.d_in, p.net.d_out
+        if self.method == "quadrature":
+            runs = []
+            for nodes in (self.nodes, self.coarse):
+                U, V, w = quadrature_particles(nodes, d, do, c.sigma[0], c.sigma[1],
+                                               c.readout_init, o.dtype)
+                runs.append(self._sweeps(U, V, w, on_step if nodes == self.nodes
+                                         else (lambda t: None)))
+            res = runs[0]
+            res.f_eval_se = np.abs(runs[0].f_eval - runs[1].f_eval)
+            res.se_method = (f"|f(k={self.nodes}) - f(k={self.coarse})|: difference to a "
+                             "coarser rule")
+            res.info = dict(self.info)
+            return res
+
+        def run_one(rng):
+            U, V, w = antithetic_particles(self.particles, d, do, c.sigma[0], c.sigma[1],
+                                           c.readout_init, rng, o.dtype)
+            return self._sweeps(U, V, w, on_step)
+
+        res = run_replicates(run_one, o.seed, o.replicates)
+        res.info = {**self.info, **res.info}
+        return res
+
+    def _sweeps(self, U, V, w, on_step) -> LimitResult:
+        """Run the particle system once (one sweep per step) from particles (U, V, w)."""
+        p, o = self.problem, self.options
+        T, E, do, B = p.T, p.E, p.net.d_out, p.B
+        eval_steps = o.eval_steps(T)
+        d, N = U.shape
+        block = block_size(d, do, B, E, N, self.stats)
+        nb = (N + block - 1) // block
+        Wb = _block_weights(w, N, nb, block)
+        U0 = U.copy() if self.stats else np.zeros((d, 1), U.dtype)   # unread without stats
+        code = PHI_CODES[p.net.phi]
+        Xe = np.array(p.eval_inputs)                     # writable: one kernel signature
+        empty_x, empty_chi = np.zeros((0, d)), np.zeros((0, do))
+        alpha = self.const.alpha
+        res = LimitResult.empty(T, E, B, do, L=1)
+
+        def do_sweep(t_after, Xb, chi, step_u, step_v, Xn):
+            """Sweep producing the state after ``t_after`` updates; store its evaluations."""
+            evaluate = t_after in eval_steps
+            Xs = Xe if evaluate else empty_x
+            cols = SweepColumns(len(Xn), len(Xs), do, self.stats and evaluate)
+            if o.kernel == "numba":
+                out = np.zeros((nb, cols.width))
+                sweep(U, V, w, U0, code, Xb, chi, step_u, step_v, Xn, Xs, cols.stats, block,
+                      out)
+            else:
+                out = sweep_numpy(U, V, w, U0, p.net.phi, Xb, chi, step_u, step_v, Xn, Xs,
+                                  cols.stats, block)
+            tot = out.sum(axis=0)
+            if not np.all(np.isfinite(tot)):
+                raise DivergenceError(t_after, None, "output f")
+            if evaluate:
+                res.f_eval[t_after] = alpha * cols.eval_outputs(tot)
+                dev = cols.eval_outputs(out) / Wb[:, None, None] - cols.eval_outputs(tot)
+                var = (Wb[:, None, None] ** 2 * dev ** 2).sum(axis=0) * nb / max(nb - 1, 1)
+                res.f_eval_se[t_after] = abs(alpha) * np.sqrt(var)
+                if cols.stats:
+                    m = cols.moments(tot)
+                    for key in STAT_FIELDS:
+                        getattr(res.moments, key)[t_after, 0] = m[key]
+                    res.moments.feature_kernel[t_after] = m["feature_kernel"]
+            return alpha * cols.next_outputs(tot)
+
+        step_u, step_v = alpha * self.const.eta[0], alpha * self.const.eta[1]
+        loop = StepLoop(T, on_step)
+        with loop:
+            f_next = do_sweep(0, empty_x, empty_chi, 0.0, 0.0, p.batch(0)[0])
+            for t in loop:
+                Xb, Yb = p.batch(t)
+                f = f_next
+                res.f_train[t] = f
+                res.loss[t] = float(np.mean(p.loss.value(f, Yb, np)))
+                chi = np.ascontiguousarray(p.loss.grad(f, Yb, np) / B)
+                Xn = p.batch(t + 1)[0] if t + 1 < T else empty_x
+                f_next = do_sweep(t + 1, Xb, chi, step_u, step_v, Xn)
+        res.se_method = ("batch means over particle blocks (ignores error carried by chi; "
+                         "use replicates > 1 for the full Monte Carlo error)")
+        return res.finish(loop)

@@ -1,0 +1,61 @@
+"""Initial particles of the one-hidden-layer limit (docs/theory.md §2.2).
+
+Each particle carries Z^U ∈ R^d and Z^{nV} ∈ R^{d_out}; initially
+Z^U ~ N(0, σ_1² I_d) and Z^{nV} = e_ω σ_2 ω with ω ~ N(0, I_{d_out})
+independent (e_ω = [p = 1], §5.1).  Arrays are feature-major: U (d, N),
+V (d_out, N), with weights w (length 1 for equal weights 1/N).
+
+* ``antithetic_particles``: pairs (Z^U, +Z^{nV}), (Z^U, -Z^{nV}) stored
+  side by side.  They are correlated draws from the right initial law (the
+  particles interact only through expectations), they make the Monte Carlo
+  f̊_0 exactly 0, and adjacent storage keeps both members of a pair in one
+  block, so per-block means stay independent across blocks.
+* ``quadrature_particles``: tensor Gauss–Hermite nodes in the Gaussian
+  coordinates that are not identically zero, with product weights.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import SpecError
+
+#: NumPy's Gauss–Hermite weights overflow beyond ~350 nodes; stay well below.
+MAX_NODES = 300
+
+
+def antithetic_particles(N: int, d: int, d_out: int, sigma_u: float, sigma_v: float,
+                         readout_init: bool, rng: np.random.Generator, dtype):
+    """N (even) particles; independent draws when the readout starts at zero."""
+    if not readout_init:
+        U = sigma_u * rng.standard_normal((d, N))
+        return U.astype(dtype), np.zeros((d_out, N), dtype), np.full(1, 1.0 / N)
+    half = N // 2
+    Z = sigma_u * rng.standard_normal((d, half))
+    W = sigma_v * rng.standard_normal((d_out, half))
+    U = np.repeat(Z, 2, axis=1)
+    V = np.empty((d_out, N))
+    V[:, 0::2], V[:, 1::2] = W, -W
+    return U.astype(dtype), V.astype(dtype), np.full(1, 1.0 / N)
+
+
+def quadrature_particles(nodes: int, d: int, d_out: int, sigma_u: float, sigma_v: float,
+                         readout_init: bool, dtype):
+    """Tensor Gauss–Hermite rule with ``nodes`` points per Gaussian coordinate."""
+    from numpy.polynomial.hermite_e import hermegauss
+    dims = d + (d_out if readout_init else 0)
+    if dims > 3:
+        raise SpecError(f"quadrature needs at most 3 Gaussian coordinates (d + d_out with a "
+                        f"nonzero readout); this problem has {dims}. Use method='monte_carlo'")
+    if not 2 <= nodes <= MAX_NODES:
+        raise SpecError(f"quadrature needs 2..{MAX_NODES} nodes per coordinate, got {nodes}")
+    with np.errstate(all="ignore"):
+        x, wx = hermegauss(nodes)
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(wx))):
+        raise SpecError(f"the Gauss–Hermite rule with {nodes} nodes is not finite in float64")
+    wx = wx / wx.sum()
+    grids = np.meshgrid(*([x] * dims), indexing="ij")
+    pts = np.stack([g.ravel() for g in grids])                  # (dims, nodes^dims)
+    wts = np.prod(np.stack(np.meshgrid(*([wx] * dims), indexing="ij")).reshape(dims, -1), axis=0)
+    U = sigma_u * pts[:d]
+    V = sigma_v * pts[d:] if readout_init else np.zeros((d_out, pts.shape[1]))
+    return U.astype(dtype), V.astype(dtype), wts

@@ -1,0 +1,101 @@
+"""The options of :func:`~tp_limits.simulate_limit`, checked once, before any work.
+
+:class:`LimitOptions` holds every option with its default; :meth:`LimitOptions.of`
+checks each value (the rules shared with the finite engine come from
+:mod:`tp_limits.engine.options`).  Whether an option fits the problem (say,
+``method="quadrature"`` on a deep network) is checked by the engine that
+:mod:`tp_limits.limit.select` picks, also before any work.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from ..engine.options import (
+    check_dtype,
+    check_on_divergence,
+    check_progress,
+    check_record,
+    check_seed,
+)
+from ..errors import SpecError
+from ..spec.checks import check_choice, check_int
+
+METHODS = ("exact", "monte_carlo", "quadrature")
+KERNELS = ("numba", "numpy")
+BACKPROP = ("exact", "decoupled")
+ZDOT = ("stein", "tangent")
+F0 = ("sample", "zero")
+RECORD = ("stats",)
+#: Counts beyond this cannot finish on any machine this library targets (particle
+#: counts are bounded by the memory guard instead, which names the largest that fits).
+MAX_REPLICATES = 10 ** 5
+
+
+@dataclass(frozen=True)
+class LimitOptions:
+    particles: int = 100_000
+    seed: int = 0
+    replicates: int = 1
+    method: str | None = None
+    eval_every: int = 1
+    progress: bool = False
+    dtype: np.dtype = np.dtype(np.float64)
+    record: tuple = RECORD
+    kernel: str = "numba"
+    f0: object = "sample"
+    samples: int = 64
+    backprop: str = "exact"
+    on_divergence: str = "raise"
+    zdot: str = "stein"
+    workers: int = 1
+
+    @classmethod
+    def of(cls, **given) -> "LimitOptions":
+        """Check every given option; unknown names and bad values raise SpecError."""
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(given) - names)
+        if unknown:
+            raise SpecError(f"unknown option(s) {unknown} of simulate_limit; "
+                            f"valid: {sorted(names)}")
+        o = dict(given)
+        if "particles" in o:
+            o["particles"] = check_int(o["particles"], "particles", 2)
+        if "seed" in o:
+            o["seed"] = check_seed(o["seed"])
+        if "replicates" in o:
+            o["replicates"] = check_int(o["replicates"], "replicates", 1, MAX_REPLICATES)
+        if o.get("method") is not None:
+            check_choice(o["method"], "method", METHODS)
+        if "eval_every" in o:
+            o["eval_every"] = check_int(o["eval_every"], "eval_every")
+        if "progress" in o:
+            o["progress"] = check_progress(o["progress"])
+        if "dtype" in o:
+            o["dtype"] = check_dtype(o["dtype"])
+        if "record" in o:
+            o["record"] = check_record(o["record"], RECORD)
+        if "kernel" in o:
+            check_choice(o["kernel"], "kernel", KERNELS)
+        if "f0" in o and isinstance(o["f0"], str):
+            check_choice(o["f0"], "f0", F0)
+        if "samples" in o:
+            o["samples"] = check_int(o["samples"], "samples", 1, MAX_REPLICATES)
+        if "backprop" in o:
+            check_choice(o["backprop"], "backprop", BACKPROP)
+        if "on_divergence" in o:
+            check_on_divergence(o["on_divergence"])
+        if "zdot" in o:
+            check_choice(o["zdot"], "zdot", ZDOT)
+        if "workers" in o:
+            o["workers"] = check_int(o["workers"], "workers", 1, 4096)
+        return cls(**o)
+
+    @property
+    def record_stats(self) -> bool:
+        return "stats" in self.record
+
+    def eval_steps(self, T: int) -> tuple:
+        """The steps whose f̊ is evaluated: every ``eval_every``-th, and always 0 and T."""
+        return tuple(sorted(set(range(0, T + 1, self.eval_every)) | {T}))

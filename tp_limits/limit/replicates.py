@@ -1,0 +1,72 @@
+"""Independent replicates of a Monte Carlo limit engine, and their combination.
+
+:func:`run_replicates` runs one engine R times from seeds spawned off one
+``SeedSequence`` (so the result does not depend on how the runs are spread
+over processes), stops at the first interrupted or diverged run, and
+:func:`combine` turns the runs into mean ± standard error over replicates.
+A single run keeps the engine's own (batch-means) standard error.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..engine.executors import process_pool
+from .result import CoordinateMoments, LimitResult
+
+
+def combine(runs: list, replicates: int) -> LimitResult:
+    """Mean over independent runs; f_eval_se = their sample standard deviation / √R."""
+    first = runs[0]
+    mean = lambda key: np.mean([getattr(r, key) for r in runs], axis=0)  # noqa: E731
+    return LimitResult(
+        f_eval=mean("f_eval"),
+        f_eval_se=np.std([r.f_eval for r in runs], axis=0, ddof=1) / np.sqrt(len(runs)),
+        f_train=mean("f_train"), loss=mean("loss"),
+        completed=min(r.completed for r in runs),
+        interrupted=any(r.interrupted for r in runs) or len(runs) < replicates,
+        diverged=next((r.diverged for r in runs if r.diverged), None),
+        moments=None if first.moments is None else CoordinateMoments.mean(
+            [r.moments for r in runs]),
+        se_method=f"standard error over {len(runs)} independent replicates",
+        info={**first.info, "replicates_completed": len(runs)})
+
+
+def _in_processes(task, seeds, workers: int, on_done) -> list:
+    """``task(ss)`` for each seed sequence in a process pool; Ctrl-C keeps what finished.
+
+    The workers receive the same Ctrl-C, stop at their own step boundary and
+    return their partial runs, which are collected like finished ones.
+    """
+    runs = []
+    with process_pool(workers) as pool:
+        futures = [pool.submit(task, ss) for ss in seeds]
+        try:
+            for fut in futures:
+                runs.append(fut.result())
+                on_done()
+        except KeyboardInterrupt:
+            runs += [f.result() for f in futures[len(runs):] if not f.cancelled()]
+    return runs
+
+
+def run_replicates(run_one, seed: int, replicates: int, task=None, workers: int = 1,
+                   on_done=lambda: None) -> LimitResult:
+    """Run ``run_one(rng)`` ``replicates`` times and combine the runs.
+
+    With ``workers > 1`` and a picklable ``task(seed_sequence)``, replicates run
+    in that many processes (each with one BLAS and Numba thread); ``on_done``
+    is called as each finishes.  The seeds are the same either way, so the
+    result does not depend on ``workers``.
+    """
+    seeds = np.random.SeedSequence(seed).spawn(replicates)
+    runs = []
+    if workers > 1 and replicates > 1 and task is not None:
+        runs = _in_processes(task, seeds, min(workers, replicates), on_done)
+        bad = [i for i, r in enumerate(runs) if r.interrupted or r.diverged]
+        runs = runs[: bad[0] + 1] if bad else runs
+    else:
+        for ss in seeds:
+            runs.append(run_one(np.random.default_rng(ss)))
+            if runs[-1].interrupted or runs[-1].diverged:
+                break
+    return runs[0] if len(runs) == 1 else combine(runs, replicates)

@@ -1,0 +1,61 @@
+"""Classification -> engine: which computation is the limit of this problem.
+
+=====================================  =============================================
+classification                         engine
+=====================================  =============================================
+unstable                               UnstableParametrizationError (the violated
+                                       conditions named)
+trivial, any L                         kernel.KernelEngine with K = 0: f̊_t = f̊_0
+kernel regime, any L                   kernel.KernelEngine: kernel gradient descent
+feature learning, L = 1, φ = id        one_hidden.LinearEngine (closed form)
+feature learning, L = 1                one_hidden.ParticleEngine (Monte Carlo or
+                                       quadrature)
+feature learning, L >= 2, φ = id       deep.LinearEngine (exact)
+feature learning, L >= 2               deep.MonteCarloEngine (Stein or tangent Ż)
+any regime, optimizer other than SGD   UnsupportedError
+=====================================  =============================================
+
+``method`` overrides the φ = id default ('monte_carlo' runs the particle
+engines on a linear network too).  Every engine checks, in its constructor,
+the options that concern it and the memory it will need, so selecting an
+engine is the last step before any work.
+"""
+from __future__ import annotations
+
+from ..errors import SpecError, UnstableParametrizationError, UnsupportedError
+from .deep import LinearEngine as DeepLinear
+from .deep import MonteCarloEngine
+from .kernel import KernelEngine
+from .one_hidden import LinearEngine as OneHiddenLinear
+from .one_hidden import ParticleEngine
+
+SUPPORTED = ("supported now, for SGD: kernel-regime and trivial parametrizations at any "
+             "depth; feature-learning parametrizations with one hidden layer (muP, MFP and "
+             "their symmetry orbit, with zero or fixed readout); deep feature learning "
+             "(Monte Carlo, exact for phi='id')")
+
+
+def select_engine(problem, options):
+    """The engine for ``problem`` under ``options``, constructed (options and memory checked)."""
+    net = problem.net
+    param = net.param
+    k = param.classify()
+    if k.regime == "unstable":
+        raise UnstableParametrizationError(
+            f"{param.label} is unstable, so it has no infinite-width limit: "
+            + "; ".join(k.violations))
+    if param.optimizer != "sgd":
+        raise UnsupportedError(f"the limit of {param.optimizer} training is not implemented; "
+                               + SUPPORTED)
+    deep_fl = k.regime == "feature_learning" and net.L >= 2
+    if options.backprop == "decoupled" and not deep_fl:
+        raise SpecError("backprop='decoupled' applies to deep (L >= 2) feature-learning limits")
+    if k.regime in ("kernel", "trivial"):
+        return KernelEngine(problem, k, options)
+    if options.method == "exact" and net.phi != "id":
+        raise SpecError(f"method='exact' needs phi='id' (a closed form exists only for linear "
+                        f"networks); got phi={net.phi!r}")
+    exact = options.method == "exact" or (options.method is None and net.phi == "id")
+    if net.L == 1:
+        return (OneHiddenLinear if exact else ParticleEngine)(problem, k, options)
+    return (DeepLinear if exact else MonteCarloEngine)(problem, k, options)

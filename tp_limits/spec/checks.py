@@ -1,0 +1,96 @@
+"""Value checks shared by every public entry point.
+
+Each returns the cleaned value or raises :class:`~tp_limits.SpecError` with
+a message that names the argument, what it must be, and what it was.  They
+are the single source of these rules: the problem spec, the engine options
+and the experiment schema all call them.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from ..errors import SpecError
+
+
+def check_int(value, name: str, minimum: int = 1, maximum: int | None = None) -> int:
+    """``value`` as an int in [minimum, maximum], or a SpecError saying what it must be."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise SpecError(f"{name} = {value!r} must be an int >= {minimum}")
+    if maximum is not None and value > maximum:
+        raise SpecError(f"{name} = {value!r} exceeds the largest supported value {maximum:,}")
+    return int(value)
+
+
+def check_bool(value, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise SpecError(f"{name} = {value!r} must be True or False")
+    return bool(value)
+
+
+def check_choice(value, name: str, choices) -> str:
+    """``value`` if it is one of ``choices`` (compared as given), else a SpecError listing them."""
+    try:
+        ok = value in choices
+    except TypeError:            # unhashable values against a set
+        ok = False
+    if not ok or isinstance(value, bool):
+        raise SpecError(f"{name} = {value!r}; choose one of {tuple(choices)}")
+    return value
+
+
+def finite_positive(value, name: str) -> float:
+    x = _number(value, name)
+    if not (math.isfinite(x) and x > 0):
+        raise SpecError(f"{name} = {value!r} must be a positive finite number")
+    return x
+
+
+def finite_nonzero(value, name: str) -> float:
+    x = _number(value, name)
+    if not math.isfinite(x) or x == 0:
+        raise SpecError(f"{name} = {value!r} must be a finite nonzero number")
+    return x
+
+
+def _number(value, name: str) -> float:
+    if isinstance(value, (bool, np.bool_)) or isinstance(value, str):
+        raise SpecError(f"{name} = {value!r} must be a number")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise SpecError(f"{name} = {value!r} must be a number") from None
+
+
+def per_layer(values, name: str, L1: int) -> tuple:
+    """One positive constant per layer 1..L+1 from a scalar, a sequence, or None (all 1)."""
+    if values is None:
+        return (1.0,) * L1
+    if isinstance(values, numbers.Real):
+        return (finite_positive(values, name),) * L1
+    try:
+        vals = list(values)
+    except TypeError:
+        raise SpecError(f"{name} = {values!r} must be a number or one number per layer") from None
+    if len(vals) != L1:
+        raise SpecError(f"{name} has {len(vals)} entries; give one per layer 1..L+1 ({L1})")
+    return tuple(finite_positive(v, f"{name}[{i}]") for i, v in enumerate(vals))
+
+
+def as_matrix(a, name: str, dtype=np.float64) -> np.ndarray:
+    """A read-only, finite, 2-D float array (rows = examples)."""
+    try:
+        arr = np.array(a, dtype=dtype)
+    except (TypeError, ValueError) as exc:
+        raise SpecError(f"{name} must be a numeric array ({exc})") from None
+    if arr.ndim != 2:
+        raise SpecError(f"{name} must be 2-D (rows = examples), got shape {arr.shape}")
+    if arr.size == 0:
+        raise SpecError(f"{name} is empty (shape {arr.shape}); give at least one row and column")
+    if not np.all(np.isfinite(arr)):
+        bad = np.argwhere(~np.isfinite(arr))[0]
+        raise SpecError(f"{name} contains NaN or inf (first at row {bad[0]}, column {bad[1]})")
+    arr.setflags(write=False)
+    return arr

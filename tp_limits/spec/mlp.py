@@ -1,0 +1,155 @@
+"""The network half of the problem description: :class:`MLP`, and the one
+place where the parametrization's exponents become per-layer numbers.
+
+Conventions are those of docs/theory.md §0.  Every engine asks the MLP for
+its constants instead of recomputing powers of n:
+
+* :meth:`MLP.finite_constants` — the width-n network (docs/theory.md §7.1):
+  init std σ_l n^{-(a_l+b_l)} and W-space learning rate η_l n^{-(2a_l+c_l)}
+  (Adam: η_l n^{-c_l} on w, with W = n^{-a_l} w);
+* :meth:`MLP.limit_constants` — the infinite-width limit (docs/theory.md §5.1):
+  the same η_l with the power of n replaced by the classification's switch
+  e_l ∈ {0, 1}.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..abc.parametrization import ABC
+from ..errors import SpecError
+from ..nonlinearities import Nonlinearity, get_nonlinearity
+from .checks import check_int, finite_nonzero, finite_positive, per_layer
+
+
+@dataclass(frozen=True)
+class FiniteConstants:
+    """Per-layer numbers of the width-n network (layers 1..L+1 in order).
+
+    ``init_std[l]`` = σ_l s n^{-(a_l+b_l)} (0 for a zero readout);
+    ``lr[l]`` = η lr_mult_l n^{-(2a_l+c_l)}, the SGD step in W-space;
+    ``adam_lr[l]`` = η lr_mult_l n^{-c_l} and ``w_scale[l]`` = n^{-a_l}, the
+    Adam step on w and the map W = n^{-a_l} w; ``alpha`` multiplies the output.
+    """
+
+    width: int
+    init_std: tuple
+    lr: tuple
+    adam_lr: tuple
+    w_scale: tuple
+    alpha: float
+
+
+@dataclass(frozen=True)
+class LimitConstants:
+    """Per-layer numbers of the feature-learning limit (docs/theory.md §5.1).
+
+    ``sigma[l]`` = σ_l s; ``eta[l]`` = η lr_mult_l e_l for l = 1..L (e_l = [r_l = 0])
+    and η lr_mult_{L+1} e_V for the readout (e_V = [q = 1]); ``readout_init``
+    is e_ω = [p = 1] (Z^{nV}_0 ≠ 0); ``alpha`` multiplies the output.
+    """
+
+    sigma: tuple
+    eta: tuple
+    alpha: float
+    readout_init: bool
+
+
+@dataclass(frozen=True, init=False)
+class MLP:
+    """An MLP with an abc-parametrization and width-independent constants.
+
+    f(ξ) = α W^{L+1} φ(W^L ... φ(W^1 ξ)), W^l = n^{-a_l} w^l,
+    w^l ~ N(0, σ_l² n^{-2 b_l}), learning rate of layer l = η · lr_mult_l · n^{-c_l}.
+
+    ``sigma`` (σ_l) and ``lr_mult`` are per-layer constants (scalar or L+1
+    values); ``readout_multiplier`` is α.  ``output_scale`` s is the
+    init-scale knob of docs/theory.md §7.3: every σ_l is multiplied by s and
+    the output by s^{-(L+1)}.  For positively homogeneous φ (relu, id),
+    training with learning rate s² η then reproduces the s = 1 training
+    exactly, whatever s.
+    """
+
+    param: ABC
+    d_in: int
+    d_out: int
+    phi: str
+    sigma: tuple
+    lr_mult: tuple
+    readout_multiplier: float
+    output_scale: float
+
+    def __init__(self, param: ABC, d_in: int, d_out: int = 1, phi: str = "tanh", sigma=None,
+                 lr_mult=None, readout_multiplier: float = 1.0, output_scale: float = 1.0):
+        if not isinstance(param, ABC):
+            raise SpecError(f"param must be a tp.ABC (e.g. tp.mup(2)), got {type(param).__name__}")
+        if param.is_symbolic:
+            raise SpecError(f"param has free symbols {sorted(map(str, param.free_symbols))}; "
+                            "fix them with param.subs(...) before building a network")
+        get_nonlinearity(phi)
+        L1 = param.L + 1
+        object.__setattr__(self, "param", param)
+        object.__setattr__(self, "d_in", check_int(d_in, "d_in"))
+        object.__setattr__(self, "d_out", check_int(d_out, "d_out"))
+        object.__setattr__(self, "phi", phi)
+        object.__setattr__(self, "sigma", per_layer(sigma, "sigma", L1))
+        object.__setattr__(self, "lr_mult", per_layer(lr_mult, "lr_mult", L1))
+        object.__setattr__(self, "readout_multiplier",
+                           finite_nonzero(readout_multiplier, "readout_multiplier"))
+        object.__setattr__(self, "output_scale", finite_positive(output_scale, "output_scale"))
+
+    @property
+    def L(self) -> int:
+        return self.param.L
+
+    @property
+    def nonlinearity(self) -> Nonlinearity:
+        return get_nonlinearity(self.phi)
+
+    @property
+    def effective_sigma(self) -> tuple:
+        """σ_l · s: the init constants actually used."""
+        return tuple(s * self.output_scale for s in self.sigma)
+
+    @property
+    def output_multiplier(self) -> float:
+        """α · s^{-(L+1)}: the factor in front of W^{L+1} x^L."""
+        return self.readout_multiplier * self.output_scale ** (-(self.L + 1))
+
+    def init_exponents(self) -> tuple:
+        """Exact a_l + b_l per layer (Fraction, or inf for a zero readout)."""
+        a, b, _ = self.param._fractions
+        return tuple(x + y for x, y in zip(a, b))
+
+    def lr_exponents(self, optimizer: str | None = None) -> tuple:
+        """Exact exponent of n in the W-space step size: 2a_l + c_l (SGD), a_l + c_l (Adam).
+
+        ``optimizer`` defaults to the parametrization's.  Adam normalizes each
+        entry of its w-update, so only one factor n^{-a_l} (the map
+        W = n^{-a_l} w) multiplies the w-space rate n^{-c_l}.
+        """
+        a, _, c = self.param._fractions
+        k = 2 if (optimizer or self.param.optimizer) == "sgd" else 1
+        return tuple(k * x + y for x, y in zip(a, c))
+
+    def finite_constants(self, width: int, lr: float = 1.0) -> FiniteConstants:
+        """The width-n numbers (docs/theory.md §7.1); ``lr`` is the base rate η."""
+        n = check_int(width, "width")
+        a, _, c = self.param._fractions
+        init = tuple(0.0 if e == math.inf else s * n ** -float(e)
+                     for s, e in zip(self.effective_sigma, self.init_exponents()))
+        sgd = tuple(lr * m * n ** -float(e) for m, e in zip(self.lr_mult, self.lr_exponents("sgd")))
+        adam = tuple(lr * m * n ** -float(ci) for m, ci in zip(self.lr_mult, c))
+        return FiniteConstants(n, init, sgd, adam, tuple(n ** -float(ai) for ai in a),
+                               self.output_multiplier)
+
+    def limit_constants(self, lr: float) -> LimitConstants:
+        """The numbers of the feature-learning limit (docs/theory.md §5.1)."""
+        sw = self.param.classify().limit_switches
+        if sw is None:
+            raise SpecError(f"{self.param.label} is not in the feature-learning regime; "
+                            "its limit has no feature-learning constants")
+        switches = list(sw.train_layers) + [sw.readout_update]
+        eta = tuple(lr * m * float(e) for m, e in zip(self.lr_mult, switches))
+        return LimitConstants(self.effective_sigma, eta, self.output_multiplier,
+                              bool(sw.readout_init))

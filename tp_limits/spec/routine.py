@@ -1,0 +1,124 @@
+"""The data half of the problem description: :class:`Routine`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import SpecError
+from ..losses import get_loss
+from .checks import as_matrix, check_int, finite_positive
+
+
+def distinct_rows(A: np.ndarray) -> np.ndarray:
+    """The distinct rows of A in order of first appearance (rows compared bit for bit)."""
+    seen = {}
+    for i, row in enumerate(A):
+        seen.setdefault(row.tobytes(), i)
+    return A[sorted(seen.values())]
+
+
+@dataclass(frozen=True, init=False)
+class Routine:
+    """A training routine: data consumed in order, mean loss, SGD steps.
+
+    ``X`` has shape (T·B, d_in); step t uses rows t·B … t·B+B−1.  ``Y`` has
+    shape (T·B, d_out) (``mse``; a 1-D Y means d_out = 1) or holds integer
+    class labels / one-hot rows (``xent``).  ``steps`` defaults to
+    len(X) // B.  ``eval_inputs`` (E, d_in) defaults to the distinct training
+    inputs in order of first appearance.
+    """
+
+    X: np.ndarray
+    Y: np.ndarray
+    lr: float
+    loss: str
+    batch_size: int
+    steps: int
+    eval_inputs: np.ndarray
+
+    def __init__(self, X, Y, lr: float, loss: str = "mse", batch_size: int = 1, steps=None,
+                 eval_inputs=None):
+        get_loss(loss)
+        X = as_matrix(X, "X")
+        B = check_int(batch_size, "batch_size")
+        Y = self._targets(Y, loss, len(X))
+        if steps is None:
+            if len(X) % B:
+                raise SpecError(f"len(X) = {len(X)} is not a multiple of batch_size = {B}; "
+                                "pass steps= to use only the first steps*B rows")
+            steps = len(X) // B
+        steps = check_int(steps, "steps")
+        if steps * B > len(X):
+            raise SpecError(f"steps * batch_size = {steps * B} exceeds the {len(X)} rows of X")
+        if eval_inputs is None:
+            eval_inputs = distinct_rows(X[: steps * B])
+        E = as_matrix(eval_inputs, "eval_inputs")
+        if E.shape[1] != X.shape[1]:
+            raise SpecError(f"eval_inputs have dimension {E.shape[1]} but X has {X.shape[1]}")
+        object.__setattr__(self, "X", X)
+        object.__setattr__(self, "Y", Y)
+        object.__setattr__(self, "lr", finite_positive(lr, "lr"))
+        object.__setattr__(self, "loss", loss)
+        object.__setattr__(self, "batch_size", B)
+        object.__setattr__(self, "steps", steps)
+        object.__setattr__(self, "eval_inputs", E)
+
+    @staticmethod
+    def _targets(Y, loss: str, n: int) -> np.ndarray:
+        arr = np.asarray(Y)
+        if loss == "xent" and arr.ndim in (1, 2) and (arr.ndim == 1 or arr.shape[1] == 1) \
+                and np.issubdtype(arr.dtype, np.integer):
+            labels = arr.reshape(-1)
+            if labels.min(initial=0) < 0:
+                raise SpecError("xent class labels must be >= 0")
+            out = labels.astype(np.int64)
+            out.setflags(write=False)
+        else:
+            if arr.ndim == 1:
+                arr = arr[:, None]
+            out = as_matrix(arr, "Y")
+            if loss == "xent" and not (np.all((out == 0) | (out == 1))
+                                       and np.all(out.sum(axis=1) == 1)):
+                raise SpecError("xent targets must be integer labels or one-hot rows")
+        if len(out) != n:
+            raise SpecError(f"Y has {len(out)} rows but X has {n}")
+        return out
+
+    @property
+    def d_in(self) -> int:
+        return self.X.shape[1]
+
+    def targets(self, d_out: int) -> np.ndarray:
+        """Targets as a float (rows, d_out) matrix (one-hot for class labels)."""
+        if self.Y.ndim == 1:
+            if self.Y.max(initial=0) >= d_out:
+                raise SpecError(f"class label {int(self.Y.max())} needs d_out > {int(self.Y.max())}, "
+                                f"but the network has d_out = {d_out}")
+            return np.eye(d_out)[self.Y]
+        if self.Y.shape[1] != d_out:
+            raise SpecError(f"Y has {self.Y.shape[1]} columns but the network has d_out = {d_out}")
+        return np.asarray(self.Y)
+
+    def rows(self, t: int) -> slice:
+        """The rows of X and Y that step t trains on."""
+        return slice(t * self.batch_size, (t + 1) * self.batch_size)
+
+    @property
+    def training_inputs(self) -> np.ndarray:
+        """The T·B rows of X that training consumes."""
+        return self.X[: self.steps * self.batch_size]
+
+    def kernel_points(self) -> np.ndarray:
+        """Distinct training inputs (first-seen order), then the distinct new eval inputs.
+
+        Kernel gradient descent (docs/theory.md §5.2) tracks f̊ exactly on these points.
+        """
+        return distinct_rows(np.vstack([self.training_inputs, self.eval_inputs]))
+
+
+def kernel_points(routine: Routine) -> np.ndarray:
+    """The points on which kernel gradient descent runs: :meth:`Routine.kernel_points`."""
+    if not isinstance(routine, Routine):
+        raise SpecError(f"routine must be a tp.Routine, got {type(routine).__name__}")
+    return routine.kernel_points()
