@@ -1,7 +1,7 @@
 """The finite-width engine against independent references and the theory."""
 import numpy as np
 import pytest
-from conftest import d1
+from conftest import d1, t_quantile
 
 import tp_limits as tp
 from tp_limits.engine.backend import get_backend
@@ -98,7 +98,8 @@ def test_linear_first_step_matches_kernel_theory():
         f1 = np.array([tp.train_finite(net, r, 2048, seed=s, backprop=backprop,
                                        record=()).f_eval[1, :, 0] for s in range(8)])
         se = f1.std(axis=0, ddof=1) / np.sqrt(len(f1))
-        assert np.all(np.abs(f1.mean(axis=0) - expected) < 5 * se + 2e-3), backprop
+        # 8 seeds: Student t with 7 degrees of freedom, plus the O(1/n) finite-width bias
+        assert np.all(np.abs(f1.mean(axis=0) - expected) < t_quantile(7) * se + 2e-3), backprop
 
 
 def test_decoupled_differs_and_keeps_forward():

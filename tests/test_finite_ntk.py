@@ -1,7 +1,7 @@
 """The empirical tangent kernel and initial outputs of finite networks."""
 import numpy as np
 import pytest
-from conftest import D1
+from conftest import D1, t_quantile
 
 import tp_limits as tp
 
@@ -17,4 +17,5 @@ def test_empirical_ntk_converges_to_the_limit(param, d_out):
     limit = np.einsum("ij,ab->iajb", full, np.eye(d_out)) if d_out > 1 else full
     if param.name.startswith("SP"):
         limit = tp.ntk(net, X3)       # the input-layer term vanishes like 1/n
-    assert np.all(np.abs(mean - limit) < 5 * se + 2e-3)
+    # 8 seeds (7 degrees of freedom), plus the O(1/n) finite-width bias
+    assert np.all(np.abs(mean - limit) < t_quantile(7) * se + 2e-3)

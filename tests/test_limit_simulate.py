@@ -14,7 +14,7 @@ ENGINES = {
     "one_hidden exact": (tp.MLP(tp.mup(1), 2, 1, phi="id"), {}),
     "one_hidden monte_carlo": (tp.MLP(tp.mup(1), 2, 1), dict(particles=4_000)),
     "one_hidden quadrature": (tp.MLP(tp.mup(1), 2, 1), dict(method="quadrature",
-                                                            particles=20 ** 3)),
+                                                            particles=40 ** 3)),
     "deep exact": (tp.MLP(tp.mup(2), 2, 1, phi="id"), {}),
     "deep monte_carlo": (tp.MLP(tp.mup(2), 2, 1), dict(particles=2_000)),
     "kernel": (tp.MLP(tp.ntp(2), 2, 1, phi="relu"), dict(samples=4)),

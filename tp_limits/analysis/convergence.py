@@ -106,7 +106,7 @@ class ConvergenceStudy:
             ax.axhline(self.limit_error, color="gray", ls=":", label="limit Monte Carlo error")
         width_axis(ax, self.widths)
         ax.set_yscale("log")
-        ax.set_ylabel("|f_n - f_limit| on eval inputs (bars: 2 SE)")
+        ax.set_ylabel("|f_n - f_limit| on eval inputs (bars: ±2 SE over seeds)")
         ax.set_title(f"convergence to the limit: {self.label}")
         ax.legend(fontsize=8)
         return fig

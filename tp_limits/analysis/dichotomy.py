@@ -77,10 +77,11 @@ class DichotomyStudy:
                 for k, tr in enumerate(self.finite[lab][n]):
                     ax.plot(t, tr.f_eval[:, 0, 0], color=c, alpha=0.6, lw=1,
                             label=f"width {n}" if k == 0 else None)
-            y, se = lim.f_eval[:, 0, 0], lim.f_eval_se[:, 0, 0]
+            y = lim.f_eval[:, 0, 0]
+            low, high = lim.f_eval_ci(0.95)
             kernel = self.regimes[lab] in ("kernel", "trivial")
             ax.plot(t, y, "k-", lw=2, label="limit (mean path over f_0)" if kernel else "limit")
-            ax.fill_between(t, y - 2 * se, y + 2 * se, color="k", alpha=0.15)
+            ax.fill_between(t, low[:, 0, 0], high[:, 0, 0], color="k", alpha=0.15)
             ax.set_title(f"{lab} ({self.regimes[lab].replace('_', ' ')})", fontsize=10)
             ax.set_xlabel("step t")
             ax.set_ylabel("f_t(ξ_1)")
@@ -106,8 +107,8 @@ class DichotomyStudy:
 
 
 def dichotomy(routine, d_in: int, d_out: int = 1, L: int = 2, phi: str = "tanh", params=None,
-              widths=(256, 1024, 4096), seeds: int = 2, particles: int = 100_000,
-              replicates: int = 2, executor="serial", progress: bool = False) -> DichotomyStudy:
+              widths=(256, 1024, 4096), seeds: int = 2, particles: int = 25_000,
+              replicates: int = 8, executor="serial", progress: bool = False) -> DichotomyStudy:
     """Run ``routine`` under each parametrization: limit and finite networks side by side."""
     if params is None:
         params = [sp(L, c=1), ntp(L), mup(L)] + ([mfp()] if L == 1 else [])

@@ -6,7 +6,7 @@ because the engines construct it and engines never import the analysis layer.
 | field       | shape                  | meaning                                       |
 |-------------|------------------------|-----------------------------------------------|
 | f_eval      | (T+1, E, d_out)        | output on evaluation inputs, before step 0 .. after step T-1 |
-| f_eval_se   | same, or None          | Monte Carlo standard error (limit engines)    |
+| f_eval_se   | same, or None          | Monte Carlo standard error (limit engines); its degrees of freedom in meta["se_dof"] |
 | f_train     | (T, B, d_out)          | output on the batch of step t, before its update |
 | loss        | (T,)                   | mean training loss of step t                  |
 | stats       | name -> array          | per-layer coordinate statistics (leading axis: t = 0..T) |
@@ -41,6 +41,36 @@ class Trajectory:
     @property
     def diverged(self) -> bool:
         return bool(self.meta.get("diverged"))
+
+    @property
+    def se_dof(self):
+        """Degrees of freedom of ``f_eval_se`` (``meta["se_dof"]``); None when it is not a
+        sampling standard error (exact engines, quadrature) or there is none (finite networks)."""
+        return self.meta.get("se_dof")
+
+    def f_eval_ci(self, level: float = 0.95):
+        """(low, high): a two-sided confidence interval for the limit's f_eval.
+
+        f_eval ± t_ν((1 + level)/2) · f_eval_se with ν = ``se_dof`` degrees of
+        freedom (docs/theory.md §8.1): replicates R give ν = R − 1, so 8 replicates
+        widen a nominal 95 % interval to ±2.36 SE.  Without a sampling error
+        (ν = None) the interval is f_eval ± f_eval_se: exact engines report 0,
+        quadrature its error estimate.
+        """
+        if self.f_eval_se is None:
+            raise TPError("this trajectory has no standard error (a finite network): its "
+                          "spread over seeds is the error bar")
+        if not (isinstance(level, (int, float)) and 0 < level < 1):
+            raise TPError(f"level = {level!r} must be a number strictly between 0 and 1")
+        dof = self.se_dof
+        if dof is None:
+            q = 1.0
+        elif dof < 1:
+            raise TPError("a standard error with 0 degrees of freedom gives no interval")
+        else:
+            from scipy.stats import t as student
+            q = float(student.ppf(0.5 + level / 2, dof))
+        return self.f_eval - q * self.f_eval_se, self.f_eval + q * self.f_eval_se
 
     def save(self, path) -> None:
         """Write to ``path`` (.npz with the meta as JSON inside), atomically."""

@@ -3,7 +3,7 @@
 Layout of the output folder::
 
     summary.md  summary.json  config.json
-    figures/outputs.png       f_t on each evaluation input: limit ± 2 SE and finite widths
+    figures/outputs.png       f_t on each evaluation input: limit with its 95 % interval, finite widths
     figures/convergence.png   |f_n - f_limit| against n, log-log, reference slope -1/2
     figures/loss.png          training loss: limit and finite widths
     figures/overview.png      the first two side by side (the README picture)
@@ -29,8 +29,20 @@ def _width_colours(widths):
     return [cmap(0.85 * i / max(1, len(widths) - 1)) for i in range(len(widths))]
 
 
+def student_t(dof: int, level: float = 0.95) -> float:
+    """The two-sided Student-t quantile: a 95 % interval is ± this many standard errors."""
+    from scipy.stats import t
+    return float(t.ppf(0.5 + level / 2, dof))
+
+
+def _band_label(lim) -> str:
+    dof = lim.se_dof
+    return "limit, 95 % interval" + (f" (t, {dof} dof)" if dof else " (error estimate)")
+
+
 def plot_outputs(res: ExperimentResult, j: int = 0, ax=None, output: int = 0):
-    """f_t(ζ_j): the limit (black, ±2 SE band) and the seed mean of each width (±2 SE)."""
+    """f_t(ζ_j): the limit (black, its 95 % Student-t band) and the seed mean of each width
+    (95 % t interval over seeds, docs/theory.md §8.1)."""
     import matplotlib.pyplot as plt
     if ax is None:
         _, ax = plt.subplots(figsize=(5.5, 4.2))
@@ -41,12 +53,14 @@ def plot_outputs(res: ExperimentResult, j: int = 0, ax=None, output: int = 0):
         for n, runs, col in zip(study.widths, study.runs, _width_colours(study.widths)):
             f = np.array([r.f_eval[:, j, output] for r in runs])
             mean, se = f.mean(0), f.std(0, ddof=1) / math.sqrt(len(f))
-            ax.errorbar(t, mean, yerr=2 * se, color=col, lw=1, capsize=2, marker=".",
-                        label=f"n = {n} (mean of {len(f)} seeds)")
+            ax.errorbar(t, mean, yerr=student_t(len(f) - 1) * se, color=col, lw=1, capsize=2,
+                        marker=".", label=f"n = {n} (mean of {len(f)} seeds)")
     mu = lim.f_eval[:, j, output]
-    se = lim.f_eval_se[:, j, output] if lim.f_eval_se is not None else np.zeros_like(mu)
     ax.plot(t, mu, "k-", lw=2, label="infinite-width limit")
-    ax.fill_between(t, mu - 2 * se, mu + 2 * se, color="k", alpha=0.2, label="limit ± 2 SE")
+    if lim.f_eval_se is not None:
+        low, high = lim.f_eval_ci(0.95)
+        ax.fill_between(t, low[:, j, output], high[:, j, output], color="k", alpha=0.2,
+                        label=_band_label(lim))
     zeta = ", ".join(f"{x:.2f}" for x in res.experiment.routine.eval_inputs[j])
     ax.set_xlabel("SGD step t")
     ax.set_ylabel(f"f_t(ζ{j}), output {output}")
@@ -58,7 +72,7 @@ def plot_outputs(res: ExperimentResult, j: int = 0, ax=None, output: int = 0):
 def plot_deviation(res: ExperimentResult, j: int = 0, ax=None, output: int = 0):
     """f^{(n)}_t(ζ_j) − f̊_t(ζ_j): per width, the band mean ± one std over seeds.
 
-    The bands shrink towards the limit's own ±2 SE band as n grows (width
+    The bands shrink towards the limit's own 95 % band as n grows (width
     ~ n^{-1/2} by docs/theory.md §7.2).  When the limit is random through
     f_0 each run is compared with the limit started from its own f_0.
     """
@@ -75,8 +89,9 @@ def plot_deviation(res: ExperimentResult, j: int = 0, ax=None, output: int = 0):
         ax.fill_between(t, mean - sd, mean + sd, color=col, alpha=0.35,
                         label=f"n = {n}: mean ± sd over {len(dev)} seeds")
     if not study.conditioned and lim.f_eval_se is not None:
-        se = lim.f_eval_se[:, j, output]
-        ax.fill_between(t, -2 * se, 2 * se, color="k", alpha=0.6, label="limit ± 2 SE")
+        low, high = lim.f_eval_ci(0.95)
+        ax.fill_between(t, (low - lim.f_eval)[:, j, output], (high - lim.f_eval)[:, j, output],
+                        color="k", alpha=0.6, label=_band_label(lim))
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xlabel("SGD step t")
     ax.set_ylabel(f"f_t(ζ{j}) − limit, output {output}")

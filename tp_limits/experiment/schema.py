@@ -126,8 +126,9 @@ SCHEMA: dict = {
         "steps": Key("int", None, "SGD steps (generators: default 16; arrays: len(X) / batch)"),
     },
     "limit": {
-        "particles": Key("int", 200_000, "Monte Carlo particles per replicate"),
-        "replicates": Key("int", 4, "independent replicates (give the error bars)"),
+        "particles": Key("int", 100_000, "Monte Carlo particles per replicate"),
+        "replicates": Key("int", 8, "independent replicates (their spread gives the error "
+                                    "bars, with replicates - 1 degrees of freedom)"),
         "seed": Key("int", 0, "seed of the first replicate"),
         "method": Key("str", None, "'exact', 'monte_carlo' or 'quadrature' (default: by φ)",
                       choices=METHODS),

@@ -37,7 +37,7 @@ MAX_REPLICATES = 10 ** 5
 class LimitOptions:
     particles: int = 100_000
     seed: int = 0
-    replicates: int = 1
+    replicates: int = 8
     method: str | None = None
     eval_every: int = 1
     progress: bool = False

@@ -28,6 +28,7 @@ def combine(runs: list, replicates: int) -> LimitResult:
         moments=None if first.moments is None else CoordinateMoments.mean(
             [r.moments for r in runs]),
         se_method=f"standard error over {len(runs)} independent replicates",
+        se_dof=len(runs) - 1,
         info={**first.info, "replicates_completed": len(runs)})
 
 

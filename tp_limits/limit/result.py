@@ -62,8 +62,11 @@ class LimitResult:
     ``diverged`` (a {step, layer, quantity} dict); ``moments`` when
     statistics were recorded; ``f_eval_samples`` (S, T+1, E, d_out) when the
     limit is random through f_0 and S draws were followed; ``se_method`` says
-    where ``f_eval_se`` comes from; ``info`` holds the engine's own metadata
-    (engine name, particles, ...), merged into ``Trajectory.meta``.
+    where ``f_eval_se`` comes from and ``se_dof`` how many degrees of freedom
+    that standard error has (None when it is not a sampling error: 0 for the
+    exact engines, a rule difference for quadrature; docs/theory.md §8.1);
+    ``info`` holds the engine's own metadata (particles, ...), merged into
+    ``Trajectory.meta``.
     """
 
     f_eval: np.ndarray
@@ -76,6 +79,7 @@ class LimitResult:
     moments: CoordinateMoments | None = None
     f_eval_samples: np.ndarray | None = None
     se_method: str = ""
+    se_dof: int | None = None
     info: dict = field(default_factory=dict)
 
     @classmethod

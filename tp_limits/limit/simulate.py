@@ -57,7 +57,7 @@ class LimitPlan:
                                               "readout_init": sw.readout_init,
                                               "readout_update": sw.readout_update},
             eval_steps=[s for s in o.eval_steps(p.T) if s <= res.completed],
-            se_method=res.se_method)
+            se_method=res.se_method, se_dof=res.se_dof)
         meta.update(res.info)
         return res.to_trajectory(meta, o.record_stats)
 
@@ -71,7 +71,7 @@ def prepare_limit(net: MLP, routine: Routine, **options) -> LimitPlan:
 
 
 def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: int = 0,
-                   replicates: int = 1, method: str | None = None, eval_every: int = 1,
+                   replicates: int = 8, method: str | None = None, eval_every: int = 1,
                    progress: bool = False, dtype=np.float64, record=("stats",),
                    kernel: str = "numba", f0="sample", samples: int = 64,
                    backprop: str = "exact", on_divergence: str = "raise",
@@ -82,8 +82,11 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
     ----------
     particles : Monte Carlo particles per replicate (rounded up to an even
         count for antithetic pairs), or the node budget of ``quadrature``.
-    replicates : independent Monte Carlo runs; their spread gives
-        ``f_eval_se`` when > 1 (otherwise batch means over particle blocks).
+    replicates : independent Monte Carlo runs (default 8); their spread gives
+        ``f_eval_se`` with replicates − 1 degrees of freedom (``meta["se_dof"]``,
+        intervals from :meth:`Trajectory.f_eval_ci`).  With 1, the standard
+        error is the run's own batch means, which ignores the error carried
+        from step to step by χ and can be off by a factor 2 (docs/theory.md §8.1).
     method : 'exact' (φ = id, the default for it), 'monte_carlo' (default
         otherwise) or 'quadrature' (d + d_out <= 3).
     eval_every : evaluate f̊ on the eval inputs every k-th step (and at 0

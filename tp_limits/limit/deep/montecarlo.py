@@ -202,8 +202,9 @@ class DeepRun:
             self.evaluate(0)
             for t in loop:
                 self.step(t)
-        self.res.se_method = ("batch means over 32 particle groups (ignores error carried by "
-                              "chi and the Ż coefficients; use replicates > 1)")
+        self.res.se_method = (f"batch means over {GROUPS} particle groups (ignores error "
+                              "carried by chi and the Ż coefficients; use replicates > 1)")
+        self.res.se_dof = GROUPS - 1
         return self.res.finish(loop)
 
 

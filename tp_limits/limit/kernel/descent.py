@@ -113,5 +113,6 @@ class KernelEngine(Engine):
                           f_eval_samples=f_eval if S > 1 else None,
                           se_method=(f"standard error over {S} NNGP samples of f_0" if S > 1
                                      else "exact (deterministic given f_0)"),
+                          se_dof=S - 1 if S > 1 else None,
                           info={**self.info, "f0": f0_desc})
         return res.finish(loop)

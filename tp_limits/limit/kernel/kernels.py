@@ -28,8 +28,17 @@ from .pair_moments import moments
 
 
 def _pairwise(S, fn):
+    """(V, V̇) matrices of the pair moments for the covariance matrix S: computed on the
+    pairs i <= j and mirrored, so both are exactly symmetric."""
+    i, j = np.triu_indices(len(S))
     diag = np.diag(S)
-    return fn(diag[:, None] * np.ones_like(S), diag[None, :] * np.ones_like(S), S)
+    out = []
+    for m in fn(diag[i], diag[j], S[i, j]):
+        M = np.empty_like(S)
+        M[i, j] = m
+        M[j, i] = m
+        out.append(M)
+    return out
 
 
 def layer_kernels(phi: str, sigma, X1, X2=None) -> dict:
@@ -37,11 +46,13 @@ def layer_kernels(phi: str, sigma, X1, X2=None) -> dict:
 
     ``sigma`` holds the L+1 effective init constants.  Cross kernels are
     computed on the stacked inputs and cut out, so the pair moments see the
-    right variances.
+    right variances; without X2 the kernels of X1 are exactly symmetric.
     """
-    X2 = X1 if X2 is None else X2
-    X = np.vstack([X1, X2])
-    n1 = len(X1)
+    if X2 is None:
+        X, cut = X1, (lambda M: M)
+    else:
+        X, n1 = np.vstack([X1, X2]), len(X1)
+        cut = lambda M: M[:n1, n1:]  # noqa: E731
     L = len(sigma) - 1
     fn = moments(phi)
     S = sigma[0] ** 2 * X @ X.T
@@ -56,7 +67,6 @@ def layer_kernels(phi: str, sigma, X1, X2=None) -> dict:
     for l in range(L - 1, 0, -1):
         Pi[l - 1] = sigma[l] ** 2 * Pi[l] * Vds[l - 1]
     K = [Pi[0] * (X @ X.T)] + [Pi[l] * Vs[l - 1] for l in range(1, L)] + [Vs[L - 1]]
-    cut = lambda M: M[:n1, n1:]  # noqa: E731
     return {"V": [cut(v) for v in Vs], "Vdot": [cut(v) for v in Vds],
             "K": [cut(k) for k in K], "nngp": sigma[L] ** 2 * cut(Vs[L - 1])}
 

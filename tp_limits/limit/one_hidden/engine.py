@@ -80,6 +80,7 @@ class ParticleEngine(FeatureLearningEngine):
                                 "method='monte_carlo'")
             self.nodes = min(MAX_NODES, max(2, int(round(options.particles ** (1.0 / dims)))))
             self.coarse = max(2, int(round(0.75 * self.nodes)))
+            self._check_resolution(dims)
             self.particles = self.nodes ** dims
             require_particles(self.particles, per, "the quadrature nodes")
             self.info = {"kernel": options.kernel, "particles": self.particles,
@@ -89,6 +90,31 @@ class ParticleEngine(FeatureLearningEngine):
             require_particles(self.particles, per, "the particles")
             self.bar_total = problem.T * options.replicates
             self.info = {"kernel": options.kernel, "particles": self.particles}
+
+    def _check_resolution(self, dims: int) -> None:
+        """Refuse a Gauss–Hermite rule too coarse for the pre-activations' scale.
+
+        A smooth saturating φ (tanh, gelu, ...) changes over a unit of its
+        argument; with pre-activations σ_1 ξ·z of standard deviation s that is
+        1/s in z, while k Gauss–Hermite nodes are π/√k apart near 0.  Below
+        k = 2π²s² (√2 nodes per feature width) the rule misses the feature and
+        its difference to a coarser rule stops being an honest error estimate
+        (docs/theory.md §2.3).  Positively homogeneous φ (relu, id) have no scale.
+        """
+        p = self.problem
+        if p.net.nonlinearity.homogeneous:
+            return
+        X = np.vstack([p.routine.training_inputs, p.eval_inputs])
+        s = self.const.sigma[0] * float(np.max(np.linalg.norm(X, axis=1)))
+        needed = int(np.ceil(2 * np.pi ** 2 * s * s))
+        if self.nodes < needed:
+            fix = (f"use at least particles={needed ** dims:,} ({needed} nodes per coordinate)"
+                   if needed <= MAX_NODES else
+                   f"that is more than the {MAX_NODES} a rule can have")
+            raise SpecError(
+                f"quadrature with {self.nodes} nodes per coordinate cannot resolve {p.net.phi} "
+                f"at pre-activation scale σ_1·max|ξ| = {s:.3g}: it needs {needed}; {fix}, "
+                "or use method='monte_carlo' (exact in law at any scale)")
 
     def run(self, on_step) -> LimitResult:
         p, o, c = self.problem, self.options, self.const
@@ -102,6 +128,7 @@ class ParticleEngine(FeatureLearningEngine):
                                          else (lambda t: None)))
             res = runs[0]
             res.f_eval_se = np.abs(runs[0].f_eval - runs[1].f_eval)
+            res.se_dof = None                     # an error estimate, not a sampling error
             res.se_method = (f"|f(k={self.nodes}) - f(k={self.coarse})|: difference to a "
                              "coarser rule")
             res.info = dict(self.info)
@@ -173,4 +200,5 @@ class ParticleEngine(FeatureLearningEngine):
                 f_next = do_sweep(t + 1, Xb, chi, step_u, step_v, Xn)
         res.se_method = ("batch means over particle blocks (ignores error carried by chi; "
                          "use replicates > 1 for the full Monte Carlo error)")
+        res.se_dof = nb - 1
         return res.finish(loop)
