@@ -85,10 +85,45 @@ def test_executors_agree():
 @pytest.mark.parametrize("kwargs, match", [
     (dict(widths=[64]), "two distinct"),
     (dict(widths=[64, 64]), "two distinct"),
-    (dict(widths=[32, 64], steps=[5]), "steps must lie"),
-    (dict(widths=[32, 64], seeds=[]), "at least one seed"),
+    (dict(widths=[32, 64], steps=[5]), "steps in 1..3"),
+    (dict(widths=[32, 64], steps=3), "list of steps"),
+    (dict(widths=[32, 64], seeds=[]), "at least 1 distinct seed"),
+    (dict(widths=[32, 64], seeds=-2), "seeds"),
     (dict(widths=[32, 64], executor="cluster"), "executor"),
+    (dict(widths=[32, 64], tolerance=-0.1), "tolerance"),
+    (dict(widths=[32, 0]), "width"),
+    (dict(widths=64), "list of at least two widths"),
 ])
 def test_bad_coord_check_arguments(kwargs, match):
     with pytest.raises(tp.SpecError, match=match):
         tp.coord_check(tp.MLP(tp.mup(1), 2, 1), tp.Routine(lr=0.5, **D1), **kwargs)
+
+
+def test_table_of_a_step_that_was_not_checked_is_refused():
+    cc = tp.coord_check(tp.MLP(tp.mup(1), 2, 1), tp.Routine(lr=0.5, **D1), [32, 64], seeds=2,
+                        executor="serial", steps=[1, 2])
+    with pytest.raises(tp.SpecError, match="t = 3 was not checked"):
+        cc.table(t=3)
+    assert len(cc.table(t=2).rows) > 0 and not cc.interrupted
+
+
+def test_ctrl_c_stops_a_serial_coord_check_and_says_so(monkeypatch):
+    """A serial coord_check kept training the other networks after Ctrl-C and reported
+    'not finite' verdicts; now it stops and returns the finished runs, flagged."""
+    from tp_limits.finite import train as train_module
+    original = train_module.StepLoop.__iter__
+    calls = {"n": 0}
+
+    def interrupt_third_run(loop):
+        calls["n"] += 1
+        for t in original(loop):
+            if calls["n"] == 3 and t == 1:
+                raise KeyboardInterrupt
+            yield t
+    monkeypatch.setattr(train_module.StepLoop, "__iter__", interrupt_third_run)
+    with pytest.warns(RuntimeWarning, match="interrupted: 2 of 4 runs"):
+        cc = tp.coord_check(tp.MLP(tp.mup(1), 2, 1), tp.Routine(lr=0.5, **D1), [32, 64],
+                            seeds=2, executor="serial", record=("stats",))
+    assert cc.interrupted and calls["n"] == 3            # the fourth run never started
+    assert {(r["width"], r["seed"]) for r in cc.records} == {(32, 0), (32, 1)}
+    assert {f.verdict for f in cc.fits} == {"interrupted"}  # no seed finished every width

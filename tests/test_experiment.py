@@ -199,3 +199,40 @@ def test_demo_main_job(tmp_path, capsys):
     cfg = demo_config()
     assert len(list((out / "trajectories").glob("finite_*.npz"))) == \
         len(cfg["finite"]["widths"]) * cfg["finite"]["seeds"]
+
+
+def test_output_folder_is_written_aside_and_moved_into_place(tmp_path, monkeypatch):
+    """--out into a used folder is refused (it mixed two runs' files); --force replaces it
+    whole; a write that fails halfway leaves only a folder named as incomplete."""
+    from tp_limits.experiment import report
+    exp = build(with_(SMALL, "finite", enabled=False) | {"limit": {"particles": 2_000,
+                                                                     "replicates": 2}})
+    res = run(exp, progress=False)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "stale_finite_n64_seed0.npz").write_text("from an older run")
+    with pytest.raises(ExperimentError, match="not empty"):
+        write_report(res, out)
+    files = write_report(res, out, force=True)
+    assert not (out / "stale_finite_n64_seed0.npz").exists() and (out / "summary.md").exists()
+    assert sorted(p.name for p in out.iterdir()) == sorted({f.split("/")[0] for f in files})
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+    monkeypatch.setattr(report, "_trajectories", broken)
+    again = tmp_path / "again"
+    with pytest.raises(ExperimentError, match="incomplete"):
+        write_report(res, again)
+    assert not again.exists() and (tmp_path / ".again.incomplete").exists()
+
+
+def test_divergence_on_the_command_line_gives_cli_advice(tmp_path, capsys):
+    """The message used to advise on_divergence='stop', which the CLI does not offer."""
+    f = tmp_path / "hot.toml"
+    f.write_text('[parametrization]\npreset = "mup"\nL = 1\n[model]\nphi = "id"\n'
+                 '[data]\ngenerator = "d1"\n[routine]\nlr = 1000.0\nsteps = 12\n'
+                 '[finite]\nenabled = false\n')
+    assert main(["run", str(f), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "diverged at step" in err and "routine.lr" in err and "on_divergence" not in err
+    assert "Traceback" not in err and not (tmp_path / "out").exists()

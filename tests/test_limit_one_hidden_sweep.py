@@ -6,7 +6,13 @@ from numba import njit
 
 from tp_limits.limit.one_hidden.columns import n_columns
 from tp_limits.limit.one_hidden.fastmath import fast_tanh
-from tp_limits.limit.one_hidden.sweep import BLAS_MIN_B, BLAS_MIN_D, PHI_CODES, sweep
+from tp_limits.limit.one_hidden.sweep import (
+    BLAS_MIN_B,
+    BLAS_MIN_D,
+    PHI_CODES,
+    phi_tag,
+    sweep,
+)
 from tp_limits.limit.one_hidden.sweep_numpy import sweep_numpy
 
 
@@ -50,7 +56,7 @@ def test_sweep_matches_numpy_twin(phi, d, B, Bn, E, stats, weighted):
     nb = (N + block - 1) // block
     out = np.zeros((nb, n_columns(Bn, E, do, stats)))
     U1, V1, U2, V2 = U.copy(), V.copy(), U.copy(), V.copy()
-    sweep(U1, V1, w, U0, PHI_CODES[phi], Xb, chi, 0.3, 0.2, Xn, Xe, stats, block, out)
+    sweep(U1, V1, w, U0, phi_tag(phi), Xb, chi, 0.3, 0.2, Xn, Xe, stats, block, out)
     ref = sweep_numpy(U2, V2, w, U0, phi, Xb, chi, 0.3, 0.2, Xn, Xe, stats, block)
     assert np.allclose(U1, U2, rtol=1e-12, atol=1e-13)
     assert np.allclose(V1, V2, rtol=1e-12, atol=1e-13)
@@ -61,7 +67,7 @@ def test_sweep_independent_of_thread_count():
     rng = np.random.default_rng(1)
     d, do, N, block = 2, 1, 40_000, 2048
     U, V, U0 = _random_state(rng, d, do, N)
-    args = (np.full(1, 1 / N), U0, PHI_CODES["tanh"], rng.standard_normal((1, d)),
+    args = (np.full(1, 1 / N), U0, phi_tag("tanh"), rng.standard_normal((1, d)),
             rng.standard_normal((1, do)), 0.5, 0.5, rng.standard_normal((1, d)),
             rng.standard_normal((3, d)), True, block)
     outs = []

@@ -7,6 +7,9 @@
     tp-limits coord-check mup --L 2              finite-width coordinate check
     tp-limits demo [--out DIR]                   the built-in experiment (main job)
     tp-limits run experiment.toml [--out DIR]    a user's experiment file
+
+Errors are one line on stderr with exit status 2; Ctrl-C ends a run within
+seconds, writes what had finished (its summary says PARTIAL) and exits 130.
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import sys
 
 from .abc import ABC, table
 from .abc.presets import PRESETS, from_options, mup, ntp, sp
-from .errors import TPError
+from .errors import DivergenceError, TPError
 
 
 def _split(text: str) -> list:
@@ -52,13 +55,14 @@ def _cmd_coord_check(args) -> int:
     from .spec import MLP, Routine
 
     param = _param_from_args(args)
+    if args.plot:
+        _check_writable_file(args.plot, "--plot")
     rng = np.random.default_rng(0)
     X = rng.standard_normal((args.steps, 2))
     Y = np.sin(X[:, :1] + X[:, 1:])
     net = MLP(param, d_in=2, d_out=1, phi=args.phi)
     routine = Routine(X, Y, lr=args.lr, eval_inputs=X[:3])
-    widths = [int(w) for w in _split(args.widths)]
-    cc = coord_check(net, routine, widths=widths, seeds=args.seeds, progress=True,
+    cc = coord_check(net, routine, widths=args.widths, seeds=args.seeds, progress=True,
                      executor="serial")
     print(cc.table(t=args.steps))
     if args.plot:
@@ -67,16 +71,32 @@ def _cmd_coord_check(args) -> int:
     return 0
 
 
-def _run_experiment(exp, out: str, executor) -> int:
-    from .experiment import console_table, run, write_report
+def _check_writable_file(path: str, option: str) -> None:
+    """Refuse, before any work, a path whose folder does not exist or that is a folder."""
+    import os
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise TPError(f"{option} {path} is a folder; give a file name")
+    if not os.path.isdir(folder):
+        raise TPError(f"{option} {path}: the folder {folder} does not exist")
 
+
+def _run_experiment(exp, out: str, executor, force: bool = False) -> int:
+    from .experiment import console_table, run, write_report
+    from .experiment.report import check_output_folder
+
+    check_output_folder(out, force)
     print(f"{exp.name}\n  {exp.net.param.label}, L = {exp.net.L}, phi = {exp.net.phi}; "
           f"{exp.routine.steps} steps; limit: {exp.limit['particles']:,} particles x "
           f"{exp.limit['replicates']} replicates"
           + (f"; finite: widths {list(exp.finite['widths'])} x {exp.finite['seeds']} seeds"
              if exp.finite else ""))
     res = run(exp, progress=True, executor=executor)
-    files = write_report(res, out)
+    files = write_report(res, out, force=force)
+    if not res.complete:
+        print(f"tp-limits: interrupted {res.interrupted}; wrote the PARTIAL result "
+              f"({len(files)} files) to {out}/", file=sys.stderr)
+        return 130
     print(console_table(res))
     print(f"wrote {len(files)} files to {out}/ (summary.md, figures/, trajectories/)")
     return 0
@@ -86,7 +106,7 @@ def _cmd_demo(args) -> int:
     from .experiment import build, demo_config
 
     exp = build(demo_config(), source="built-in demo")
-    return _run_experiment(exp, args.out, "serial" if args.serial else None)
+    return _run_experiment(exp, args.out, "serial" if args.serial else None, args.force)
 
 
 def _cmd_run(args) -> int:
@@ -102,13 +122,32 @@ def _cmd_run(args) -> int:
         print(f"{args.config}: valid ({exp.net.param.label}, L = {exp.net.L}, "
               f"{exp.net.param.classify().regime})")
         return 0
-    return _run_experiment(exp, args.out, "serial" if args.serial else None)
+    return _run_experiment(exp, args.out, "serial" if args.serial else None, args.force)
+
+
+def _widths(text: str) -> list:
+    """--widths: comma-separated positive integers (argparse reports a bad one)."""
+    try:
+        out = [int(w) for w in _split(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of "
+                                         "integers, e.g. 256,512,1024") from None
+    if len(out) < 2 or min(out) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give at least two positive widths")
+    return out
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (and exit status 2), like every other error of the CLI."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="tp-limits", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="command", required=True)
+    ap = _Parser(prog="tp-limits", description=__doc__,
+                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def add_param_args(p):
         p.add_argument("preset", nargs="?", choices=sorted(PRESETS), help="a named parametrization")
@@ -133,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     pk = sub.add_parser("coord-check", help="measure width exponents of finite networks")
     add_param_args(pk)
     pk.add_argument("--phi", default="tanh")
-    pk.add_argument("--widths", default="256,512,1024,2048")
+    pk.add_argument("--widths", type=_widths, default="256,512,1024,2048")
     pk.add_argument("--seeds", type=int, default=4)
     pk.add_argument("--steps", type=int, default=3)
     pk.add_argument("--lr", type=float, default=0.5)
@@ -143,6 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
     pd = sub.add_parser("demo", help="the built-in experiment: muP L=2 tanh, limit vs widths")
     pd.add_argument("--out", default="tp_limits_demo", help="output folder (default %(default)s)")
     pd.add_argument("--serial", action="store_true", help="no process pool")
+    pd.add_argument("--force", action="store_true",
+                    help="replace the contents of a non-empty --out folder")
     pd.set_defaults(func=_cmd_demo)
 
     pr = sub.add_parser("run", help="run an experiment file (TOML; see docs/cli.md)")
@@ -151,6 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--check", action="store_true", help="validate only, run nothing")
     pr.add_argument("--schema", action="store_true", help="print the file schema and exit")
     pr.add_argument("--serial", action="store_true", help="no process pool")
+    pr.add_argument("--force", action="store_true",
+                    help="replace the contents of a non-empty --out folder")
     pr.set_defaults(func=_cmd_run)
     return ap
 
@@ -176,9 +219,18 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(_glue_negative_values(argv))
     try:
         return args.func(args)
+    except DivergenceError as exc:
+        where = f"layer {exc.layer}" if exc.layer is not None else "the output"
+        print(f"tp-limits: error: training diverged at step {exc.step} ({exc.quantity} of "
+              f"{where} is not finite or too large); lower the learning rate (routine.lr), or "
+              "check the parametrization with `tp-limits classify`", file=sys.stderr)
+        return 2
     except TPError as exc:
         print(f"tp-limits: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("tp-limits: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

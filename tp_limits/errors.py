@@ -36,17 +36,25 @@ class BackendUnavailableError(TPError, ImportError):
 
 
 class DivergenceError(TPError, FloatingPointError):
-    """Training produced a non-finite value.
+    """Training produced a non-finite value, or one beyond the divergence bound.
 
-    Attributes ``step``, ``layer`` and ``quantity`` say where it happened.
+    Attributes ``step``, ``layer`` and ``quantity`` say where it happened;
+    ``size`` is the largest magnitude seen (inf or NaN when not finite).
     """
 
-    def __init__(self, step: int, layer, quantity: str, detail: str = ""):
+    def __init__(self, step: int, layer, quantity: str, detail: str = "",
+                 size: float = float("nan"), bound: float | None = None):
         self.step = step
         self.layer = layer
         self.quantity = quantity
+        self.size = size
         where = f"layer {layer}" if layer is not None else "the output"
-        msg = (f"training diverged at step {step}: {quantity} of {where} is not finite"
+        what = (f"reached |{quantity}| = {size:.3g}, beyond divergence_bound = {bound:g}"
+                if bound is not None and size == size and size != float("inf")
+                else f"{quantity} of {where} is not finite")
+        if bound is not None and what.startswith("reached"):
+            what = f"{what} in {where}"
+        msg = (f"training diverged at step {step}: {what}"
                + (f" ({detail})" if detail else "")
                + ". Lower the learning rate, check the parametrization with "
                  "param.classify(), or pass on_divergence='stop' to keep the "
@@ -55,7 +63,8 @@ class DivergenceError(TPError, FloatingPointError):
 
     def info(self) -> dict:
         """{step, layer, quantity}: what a partial Trajectory records in meta["diverged"]."""
-        return {"step": self.step, "layer": self.layer, "quantity": self.quantity}
+        size = self.size if self.size == self.size and abs(self.size) != float("inf") else None
+        return {"step": self.step, "layer": self.layer, "quantity": self.quantity, "size": size}
 
 
 class MemoryBudgetError(TPError, MemoryError):

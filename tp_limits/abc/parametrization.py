@@ -26,6 +26,9 @@ import sympy
 from ..errors import InvalidParametrizationError, SymbolicParametrizationError
 
 OPTIMIZERS = ("sgd", "adam")
+#: Deeper networks than this are refused: the exact classification grows with L (about
+#: 1 s at L = 1000) and no engine could simulate them.
+MAX_L = 1000
 _INFINITY_WORDS = {"oo", "inf", "infinity", "+inf", "∞"}
 
 
@@ -41,6 +44,10 @@ def parse_exponent(value, name: str, allow_infinity: bool = False) -> sympy.Expr
         text = value.strip()
         if text.lower() in _INFINITY_WORDS:
             expr = sympy.oo
+        elif any(op in text for op in ("//", "%", "==", "<", ">", "&", "|", "^")):
+            raise InvalidParametrizationError(
+                f"{name} = {value!r} is not an exponent: use numbers, + - * / ** and names, "
+                "e.g. '1/2' or '-1/2 + c'")
         else:
             try:
                 expr = sympy.sympify(text, rational=True)
@@ -119,6 +126,9 @@ class ABC:
             raise InvalidParametrizationError(
                 f"a has {L1} entr{'y' if L1 == 1 else 'ies'}; an MLP needs L >= 1 hidden "
                 "layer, so a, b need L+1 >= 2 entries (input layer .. readout)")
+        if L1 - 1 > MAX_L:
+            raise InvalidParametrizationError(
+                f"L = {L1 - 1} hidden layers exceeds the supported maximum of {MAX_L}")
         if optimizer not in OPTIMIZERS:
             raise InvalidParametrizationError(
                 f"unknown optimizer {optimizer!r}; choose one of {OPTIMIZERS}")

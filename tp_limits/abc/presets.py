@@ -18,7 +18,7 @@ from __future__ import annotations
 import numbers
 
 from ..errors import InvalidParametrizationError
-from .parametrization import ABC
+from .parametrization import ABC, MAX_L
 from .symmetry import shift
 
 HALF = "1/2"
@@ -26,7 +26,11 @@ HALF = "1/2"
 
 def _check_L(L) -> int:
     if isinstance(L, bool) or not isinstance(L, numbers.Integral) or L < 1:
-        raise InvalidParametrizationError(f"L = {L!r}: the number of hidden layers must be an int >= 1")
+        raise InvalidParametrizationError(
+            f"L = {L!r}: the number of hidden layers must be an int >= 1")
+    if L > MAX_L:
+        raise InvalidParametrizationError(
+            f"L = {L} hidden layers exceeds the supported maximum of {MAX_L}")
     return int(L)
 
 

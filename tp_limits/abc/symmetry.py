@@ -50,6 +50,9 @@ def canonical(param: ABC) -> ABC:
 
 def equivalent(p: ABC, q: ABC) -> bool:
     """True iff p and q lie in the same symmetry orbit (identical training)."""
+    if not isinstance(q, ABC):
+        raise InvalidParametrizationError(
+            f"equivalent() compares two parametrizations (tp.ABC), got {type(q).__name__}")
     if p.L != q.L or p.optimizer != q.optimizer:
         return False
     cp, cq = canonical(p), canonical(q)

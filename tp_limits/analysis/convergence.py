@@ -23,13 +23,15 @@ there): the residual is then O(n^{-1/2}) per network (docs/theory.md §5.2).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..abc.table import Table
-from ..engine.executors import run_tasks
+from ..engine.executors import Interrupted, completed, run_tasks
 from ..engine.meta import problem_mismatch
+from ..engine.options import check_executor, check_seeds, check_steps, check_widths
 from ..engine.trajectory import Trajectory
 from ..errors import SpecError
 from ..finite.ntk import initial_outputs
@@ -42,8 +44,8 @@ from .plotting import width_axis
 
 def _finite_run(net, routine, width, seed, kwargs, keep):
     """The finite network's Trajectory (``keep``) or just its f_eval (saves transfer)."""
-    tr = train_finite(net, routine, width, seed=seed, **({} if keep else {"record": ()}),
-                      **kwargs)
+    tr = completed(train_finite(net, routine, width, seed=seed,
+                                **({} if keep else {"record": ()}), **kwargs))
     return tr if keep else tr.f_eval
 
 
@@ -78,11 +80,16 @@ class ConvergenceStudy:
     conditioned: bool = False
     runs: tuple = ()            # the finite Trajectories [width][seed] (keep_runs=True)
     run_limits: tuple = ()      # conditioned: each run's own limit f_eval [width][seed]
+    finished: np.ndarray | None = None   # (widths, seeds): which runs finished
+    interrupted: bool = False   # Ctrl-C stopped the study; it holds the finished runs
 
     def table(self) -> Table:
         rows = [(str(n), f"{r:.3e}", f"{rs:.1e}", f"{b:.3e}", f"{bs:.1e}")
                 for n, r, rs, b, bs in zip(self.widths, self.rms, self.rms_se, self.bias,
                                            self.bias_se)]
+        if self.interrupted:
+            rows.append(("PARTIAL", f"{int(self.finished.sum())} of {self.finished.size} runs",
+                         "finished", "(interrupted)", ""))
         rows.append(("exponent", f"{self.exponent:+.3f}", f"±{self.exponent_ci:.3f}", "", ""))
         rows.append(("limit MC error", f"{self.limit_error:.1e}", "", "", ""))
         return Table(("width", "rms over seeds", "se", "seed-mean deviation", "se"), tuple(rows))
@@ -117,7 +124,10 @@ def _log_bars(y, half):
     return np.vstack([np.minimum(half, 0.9 * y), half])
 
 
-def convergence(net, routine, widths, seeds: int = 8, particles: int = 1_000_000,
+DEFAULT_PARTICLES = 1_000_000
+
+
+def convergence(net, routine, widths, seeds: int = 8, particles: int | None = None,
                 steps=None, limit: Trajectory | None = None, executor=None,
                 progress: bool = False, limit_kwargs=None, conditioned: bool | None = None,
                 keep_runs: bool = False, **train_kwargs) -> ConvergenceStudy:
@@ -125,22 +135,26 @@ def convergence(net, routine, widths, seeds: int = 8, particles: int = 1_000_000
 
     ``limit`` may be a precomputed limit Trajectory; otherwise
     ``simulate_limit(net, routine, particles=particles, **limit_kwargs)`` is
-    run.  ``steps`` are the steps t compared (default 1..T).  ``executor``:
+    run (``particles`` defaults to 10⁶ per replicate).  ``steps`` are the steps t compared (default 1..T).  ``executor``:
     None (process pool), 'serial', or a concurrent.futures.Executor.
     ``conditioned``: compare each network with the limit started from its own
     f_0 (default: exactly when the limit's f_0 is random).  ``keep_runs``:
     keep every finite Trajectory (with its statistics) in ``study.runs``.
+
+    Ctrl-C stops the study within seconds and returns the runs that finished
+    (``study.interrupted``, ``study.finished``), with a warning.
     """
-    widths = tuple(sorted(int(w) for w in widths))
-    if len(widths) < 2 or len(set(widths)) != len(widths):
-        raise SpecError(f"convergence needs at least two distinct widths, got {widths}")
-    seeds = tuple(range(seeds)) if isinstance(seeds, int) else tuple(seeds)
-    if len(seeds) < 2:
-        raise SpecError("convergence needs at least two seeds (for error bars)")
+    problem = Problem(net, routine)
+    widths = check_widths(widths, "convergence")
+    seeds = check_seeds(seeds, minimum=2)
     T = routine.steps
-    steps = tuple(range(1, T + 1)) if steps is None else tuple(int(s) for s in steps)
-    if any(not 0 <= s <= T for s in steps):
-        raise SpecError(f"steps must lie in 0..{T}")
+    steps = check_steps(steps, T, first=0)
+    executor = check_executor(executor)
+    if limit is not None and (limit_kwargs or particles is not None):
+        raise SpecError("give either limit= (a computed limit) or particles=/limit_kwargs= "
+                        "(to compute one), not both")
+    if particles is not None and "particles" in (limit_kwargs or {}):
+        raise SpecError("particles= and limit_kwargs['particles'] both given; give it once")
     k = net.param.classify()
     if conditioned is None:
         conditioned = k.regime in ("kernel", "trivial") and k.f0_law == "gp"
@@ -148,50 +162,84 @@ def convergence(net, routine, widths, seeds: int = 8, particles: int = 1_000_000
         raise SpecError("conditioned=True applies to kernel-regime and trivial limits only")
     tasks = [(net, routine, w, s, train_kwargs, keep_runs) for w in widths for s in seeds]
     shape = (len(widths), len(seeds), len(steps), len(routine.eval_inputs), net.d_out)
-    if conditioned:
-        outs = run_tasks(_finite_and_conditioned_limit, tasks, executor=executor,
-                         progress=progress, desc="finite networks + conditioned limits")
-        finite = [o[0] for o in outs]
-        own_limits = [o[1] for o in outs]
-        ref = np.array([o[1][list(steps)] for o in outs]).reshape(shape)
-        limit_error = 0.0
-    else:
+    if not conditioned:
         if limit is None:
-            kwargs = {"particles": particles, "progress": progress, "record": ()}
+            kwargs = {"particles": DEFAULT_PARTICLES if particles is None else particles,
+                      "progress": progress, "record": ()}
             kwargs.update(limit_kwargs or {})
             limit = simulate_limit(net, routine, **kwargs)
-        if not isinstance(limit, Trajectory):
-            raise SpecError(f"limit must be a tp.Trajectory, got {type(limit).__name__}")
-        other = problem_mismatch(Problem(net, routine), limit.meta)
-        if other:
-            raise SpecError("the given limit was computed for another problem: "
-                            + "; ".join(other))
-        if limit.steps < T:
-            raise SpecError(f"the limit trajectory has {limit.steps} steps, the routine {T}")
-        if not np.all(np.isfinite(limit.f_eval[list(steps)])):
-            raise SpecError("the limit was not evaluated at every compared step "
-                            "(simulate it with eval_every=1)")
-        finite = run_tasks(_finite_run, tasks, executor=executor, progress=progress,
-                           desc="finite networks")
+        check_limit(problem, limit, steps)
+    fn, desc = ((_finite_and_conditioned_limit, "finite networks + conditioned limits")
+                if conditioned else (_finite_run, "finite networks"))
+    try:
+        outs, interrupted = run_tasks(fn, tasks, executor=executor, progress=progress,
+                                      desc=desc), False
+    except Interrupted as exc:
+        outs, interrupted = exc.results, True
+    finished = np.array([o is not None for o in outs]).reshape(len(widths), len(seeds))
+    if not finished.any():
+        raise KeyboardInterrupt
+    if interrupted:
+        warnings.warn(f"convergence interrupted: {int(finished.sum())} of {finished.size} "
+                      "runs finished; the study holds those", RuntimeWarning, stacklevel=2)
+    nan = np.full(shape[2:], np.nan)
+    if conditioned:
+        finite = [o[0] if o is not None else None for o in outs]
+        own_limits = [o[1] if o is not None else None for o in outs]
+        ref = np.array([o[1][list(steps)] if o is not None else nan for o in outs]
+                       ).reshape(shape)
+        limit_error = 0.0
+    else:
+        finite, own_limits = outs, []
         ref = np.broadcast_to(limit.f_eval[list(steps)], shape)
         se = limit.f_eval_se
         limit_error = float(np.sqrt(np.mean(se[list(steps)] ** 2))) if se is not None else 0.0
-        own_limits = []
-    F = np.array([_f_eval(o)[list(steps)] for o in finite]).reshape(shape)
-    dev = F - ref
+    F = np.array([_f_eval(o)[list(steps)] if o is not None else nan for o in finite]
+                 ).reshape(shape)
+    stats = _errors(F - ref, widths, finished)
+
+    def per_width(items):
+        S = len(seeds)
+        return tuple(tuple(x for x in items[i * S:(i + 1) * S] if x is not None)
+                     for i in range(len(widths))) if keep_runs and items else ()
+    return ConvergenceStudy(net.param.label, widths, seeds, steps, *stats, limit_error, limit,
+                            conditioned, per_width(finite), per_width(own_limits), finished,
+                            interrupted)
+
+
+def check_limit(problem, limit, steps) -> None:
+    """A given limit must be a complete Trajectory of the same problem, evaluated at ``steps``."""
+    if not isinstance(limit, Trajectory):
+        raise SpecError(f"limit must be a tp.Trajectory, got {type(limit).__name__}")
+    other = problem_mismatch(problem, limit.meta)
+    if other:
+        raise SpecError("the given limit was computed for another problem: " + "; ".join(other))
+    T = problem.T
+    if limit.meta.get("interrupted") or limit.steps < T:
+        raise SpecError(f"the limit covers {limit.steps} of the routine's {T} steps"
+                        + (" (it was interrupted)" if limit.meta.get("interrupted") else ""))
+    if not np.all(np.isfinite(limit.f_eval[list(steps)])):
+        raise SpecError("the limit was not evaluated at every compared step "
+                        "(simulate it with eval_every=1)")
+
+
+def _errors(dev, widths, finished):
+    """(rms, rms_se, bias, bias_se, errors, exponent, exponent_ci) from the deviations
+    (widths, seeds, ...), NaN for runs that did not finish."""
     axes = tuple(range(2, dev.ndim))
     e = np.sqrt(np.mean(dev ** 2, axis=axes))                           # (W, S)
-    S = len(seeds)
-    rms = np.sqrt(np.mean(e ** 2, axis=1))
-    rms_se = np.std(e ** 2, axis=1, ddof=1) / math.sqrt(S) / (2 * rms)   # delta method
-    mean_dev = dev.mean(axis=1)
-    bias = np.sqrt(np.mean(mean_dev ** 2, axis=tuple(range(1, mean_dev.ndim))))
-    dev_se = dev.std(axis=1, ddof=1) / math.sqrt(S)
-    bias_se = np.sqrt(np.mean(dev_se ** 2, axis=tuple(range(1, dev_se.ndim))))
-    exponent, ci = width_exponent(widths, e)
-    def per_width(items):
-        return tuple(tuple(items[i * S:(i + 1) * S]) for i in range(len(widths))) \
-            if keep_runs and items else ()
-    return ConvergenceStudy(net.param.label, widths, seeds, steps, rms, rms_se, bias, bias_se,
-                            e, exponent, ci, limit_error, limit, conditioned, per_width(finite),
-                            per_width(own_limits))
+    n = finished.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)                  # empty / 1-seed widths
+        rms = np.sqrt(np.nanmean(e ** 2, axis=1))
+        rms_se = np.nanstd(e ** 2, axis=1, ddof=1) / np.sqrt(n) / (2 * rms)   # delta method
+        mean_dev = np.nanmean(dev, axis=1)
+        bias = np.sqrt(np.mean(mean_dev ** 2, axis=tuple(range(1, mean_dev.ndim))))
+        dev_se = np.nanstd(dev, axis=1, ddof=1) / np.sqrt(n).reshape((-1,) + (1,) * (dev.ndim - 2))
+        bias_se = np.sqrt(np.mean(dev_se ** 2, axis=tuple(range(1, dev_se.ndim))))
+    whole = finished.all(axis=0)                   # seeds that finished at every width
+    if whole.sum() >= 2 or (whole.sum() == 1 and len(widths) >= 3):
+        exponent, ci = width_exponent(widths, e[:, whole])
+    else:
+        exponent, ci = math.nan, math.nan
+    return rms, rms_se, bias, bias_se, e, exponent, ci

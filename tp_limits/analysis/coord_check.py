@@ -14,15 +14,18 @@ Verdicts: ``ok`` (|slope - predicted| <= tolerance), ``too large`` /
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..abc.table import Table
-from ..engine.executors import run_tasks
+from ..engine.executors import Interrupted, completed, run_tasks
+from ..engine.options import check_executor, check_seeds, check_steps, check_widths
 from ..errors import SpecError
 from ..finite.train import train_finite
-from ..spec import MLP, Routine
+from ..spec import MLP, Problem, Routine
+from ..spec.checks import finite_positive
 from .fits import width_exponent
 from .plotting import width_axis
 
@@ -61,7 +64,7 @@ def measurements(traj, L: int) -> dict:
 
 
 def _run_one(net, routine, width, seed, kwargs):
-    traj = train_finite(net, routine, width, seed=seed, **kwargs)
+    traj = completed(train_finite(net, routine, width, seed=seed, **kwargs))
     return measurements(traj, net.L), traj.meta.get("diverged")
 
 
@@ -103,6 +106,14 @@ class CoordCheck:
     tolerance: float
     records: tuple
     fits: tuple
+    interrupted: bool = False      # Ctrl-C stopped it: fits use the seeds finished everywhere
+
+    def _step(self, t):
+        if t is None:
+            return self.steps[-1]
+        if t not in self.steps:
+            raise SpecError(f"t = {t!r} was not checked; choose one of {self.steps}")
+        return t
 
     def fit(self, quantity: str, layer: int, t: int) -> Fit:
         for f in self.fits:
@@ -126,7 +137,7 @@ class CoordCheck:
 
     def table(self, t: int | None = None, quantities=None) -> Table:
         """Measured vs predicted exponents (default: the last step and every quantity)."""
-        t = self.steps[-1] if t is None else t
+        t = self._step(t)
         rows = []
         for f in self.fits:
             if (f.t != t and not (f.quantity == "f0" and f.t == 0)) or \
@@ -141,7 +152,7 @@ class CoordCheck:
     def plot(self, t: int | None = None, quantities=DEFAULT_PLOT):
         """Log-log panels per quantity: data (mean ± sd over seeds), fit, predicted slope."""
         import matplotlib.pyplot as plt
-        t = self.steps[-1] if t is None else t
+        t = self._step(t)
         quantities = [q for q in quantities
                       if any(f.quantity == q and f.t in (t, 0 if q == "f0" else t) for f in self.fits)]
         cols = min(3, len(quantities))
@@ -190,24 +201,32 @@ def coord_check(net: MLP, routine: Routine, widths, seeds=4, steps=None, executo
     tolerance : |slope - predicted| above this is reported as a mismatch.
     train_kwargs : passed to :func:`train_finite` (backend, dtype, backprop, record, ...).
     """
-    widths = tuple(sorted(int(w) for w in widths))
-    if len(widths) < 2 or len(set(widths)) != len(widths) or widths[0] < 1:
-        raise SpecError(f"coord_check needs at least two distinct positive widths, got {widths}")
-    seeds = tuple(range(seeds)) if isinstance(seeds, int) else tuple(int(s) for s in seeds)
-    if not seeds:
-        raise SpecError("coord_check needs at least one seed")
-    T = routine.steps
-    steps = tuple(range(1, T + 1)) if steps is None else tuple(int(s) for s in steps)
-    if any(not 1 <= s <= T for s in steps):
-        raise SpecError(f"steps must lie in 1..{T} (the routine has {T} steps)")
+    Problem(net, routine)
+    widths = check_widths(widths, "coord_check")
+    seeds = check_seeds(seeds)
+    steps = check_steps(steps, routine.steps)
+    executor = check_executor(executor)
+    tolerance = finite_positive(tolerance, "tolerance")
     train_kwargs.setdefault("record", ("stats", "spectral"))
     train_kwargs.setdefault("on_divergence", "stop")
 
     tasks = [(net, routine, w, s, train_kwargs) for w in widths for s in seeds]
-    results = run_tasks(_run_one, tasks, executor=executor, progress=progress,
-                        desc="coord check")
+    try:
+        results, interrupted = run_tasks(_run_one, tasks, executor=executor, progress=progress,
+                                         desc="coord check"), False
+    except Interrupted as exc:
+        results, interrupted = exc.results, True
+    if all(r is None for r in results):
+        raise KeyboardInterrupt
+    if interrupted:
+        warnings.warn(f"coord_check interrupted: {sum(r is not None for r in results)} of "
+                      f"{len(results)} runs finished; the fits use the seeds that finished at "
+                      "every width", RuntimeWarning, stacklevel=2)
     records = []
-    for (_, _, w, s, _), (meas, _) in zip(tasks, results):
+    for (_, _, w, s, _), res in zip(tasks, results):
+        if res is None:
+            continue
+        meas = res[0]
         records += [{"width": w, "seed": s, "quantity": q, "layer": l, "t": t, "value": v}
                     for (q, l, t), v in meas.items() if t in steps or (q == "f0" and t == 0)]
 
@@ -216,13 +235,18 @@ def coord_check(net: MLP, routine: Routine, widths, seeds=4, steps=None, executo
                   key=lambda k: (list(QUANTITIES).index(k[0]), k[1], k[2]))
     table = {(r["quantity"], r["layer"], r["t"], r["width"], r["seed"]): r["value"]
              for r in records}
+    done = {(r["width"], r["seed"]) for r in records}
+    whole = [s for s in seeds if all((w, s) in done for w in widths)]
     fits = []
     for q, l, t in keys:
-        v = np.array([[table.get((q, l, t, w, s), np.nan) for s in seeds] for w in widths])
+        v = np.array([[table.get((q, l, t, w, s), np.nan) for s in whole] for w in widths])
         kind = QUANTITIES[q][1]
         pred_t = preds[t if t >= 1 else steps[0]]
         p = pred_t[q][0] if kind == "output" else pred_t[q][l - 1]
         predicted = float(p) if p.is_finite else None
+        if not whole:
+            fits.append(Fit(q, l, t, float("nan"), float("nan"), predicted, "interrupted"))
+            continue
         if not np.all(np.isfinite(v)) or np.any(v <= 0):
             verdict = "exactly zero" if np.all(v == 0) else "not finite"
             if verdict == "exactly zero" and p == -np.inf:
@@ -231,4 +255,5 @@ def coord_check(net: MLP, routine: Routine, widths, seeds=4, steps=None, executo
             continue
         slope, ci = width_exponent(widths, v)
         fits.append(Fit(q, l, t, slope, ci, predicted, _verdict(slope, ci, predicted, tolerance)))
-    return CoordCheck(net.param.label, widths, seeds, steps, tolerance, tuple(records), tuple(fits))
+    return CoordCheck(net.param.label, widths, seeds, steps, tolerance, tuple(records),
+                      tuple(fits), interrupted)

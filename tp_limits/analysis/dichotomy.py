@@ -11,22 +11,24 @@ feature learning.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..abc.presets import mfp, mup, ntp, sp
 from ..abc.table import Table
-from ..engine.executors import run_tasks
+from ..engine.executors import completed, run_tasks
+from ..engine.options import check_executor, check_seeds, check_widths
 from ..finite.train import train_finite
-from ..limit import simulate_limit
+from ..limit import prepare_limit, simulate_limit
 from ..spec import MLP
 from .fits import width_exponent
 from .plotting import width_axis
 
 
 def _run_finite(net, routine, width, seed):
-    return train_finite(net, routine, width, seed=seed, record=("stats",))
+    return completed(train_finite(net, routine, width, seed=seed, record=("stats",)))
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class DichotomyStudy:
     finite: dict
     kernel_change: dict
     kernel_change_exponent: dict
+    interrupted: bool = False       # Ctrl-C: the study holds the parametrizations finished
 
     def table(self) -> Table:
         rows = []
@@ -109,22 +112,36 @@ class DichotomyStudy:
 def dichotomy(routine, d_in: int, d_out: int = 1, L: int = 2, phi: str = "tanh", params=None,
               widths=(256, 1024, 4096), seeds: int = 2, particles: int = 25_000,
               replicates: int = 8, executor="serial", progress: bool = False) -> DichotomyStudy:
-    """Run ``routine`` under each parametrization: limit and finite networks side by side."""
+    """Run ``routine`` under each parametrization: limit and finite networks side by side.
+
+    Ctrl-C stops it within seconds and returns the parametrizations finished so
+    far (``study.interrupted``), with a warning.
+    """
     if params is None:
         params = [sp(L, c=1), ntp(L), mup(L)] + ([mfp()] if L == 1 else [])
-    widths = tuple(sorted(int(w) for w in widths))
-    seeds = tuple(range(seeds)) if isinstance(seeds, int) else tuple(seeds)
+    widths = check_widths(widths, "dichotomy")
+    seeds = check_seeds(seeds)
+    executor = check_executor(executor)
+    nets = [MLP(p, d_in, d_out, phi=phi) for p in params]
+    for net in nets:                       # every problem checked before any work
+        prepare_limit(net, routine, particles=particles, replicates=replicates, f0="zero")
     labels, regimes, limits, finite, change, expo = [], {}, {}, {}, {}, {}
-    for p in params:
+    interrupted = False
+    for p, net in zip(params, nets):
         lab = p.label
-        net = MLP(p, d_in, d_out, phi=phi)
         k = p.classify()
-        regimes[lab] = k.regime
-        limits[lab] = simulate_limit(net, routine, particles=particles, replicates=replicates,
-                                     f0="zero", progress=progress)
+        lim = simulate_limit(net, routine, particles=particles, replicates=replicates,
+                             f0="zero", progress=progress)
         tasks = [(net, routine, w, s) for w in widths for s in seeds]
-        outs = run_tasks(_run_finite, tasks, executor=executor, progress=progress,
-                         desc=f"finite networks ({lab})")
+        try:
+            if lim.meta["interrupted"]:
+                raise KeyboardInterrupt
+            outs = run_tasks(_run_finite, tasks, executor=executor, progress=progress,
+                             desc=f"finite networks ({lab})")
+        except KeyboardInterrupt:
+            interrupted = True
+            break
+        regimes[lab], limits[lab] = k.regime, lim
         finite[lab] = {w: [o for (_, _, ww, _), o in zip(tasks, outs) if ww == w]
                        for w in widths}
         v = np.array([[tr.stats["feature_kernel_change"][-1] for tr in finite[lab][w]]
@@ -132,4 +149,10 @@ def dichotomy(routine, d_in: int, d_out: int = 1, L: int = 2, phi: str = "tanh",
         change[lab] = v
         expo[lab] = width_exponent(widths, v)[0] if np.all(v > 0) else math.nan
         labels.append(lab)
-    return DichotomyStudy(tuple(labels), regimes, widths, limits, finite, change, expo)
+    if interrupted:
+        if not labels:
+            raise KeyboardInterrupt
+        warnings.warn(f"dichotomy interrupted: {len(labels)} of {len(params)} "
+                      "parametrizations finished", RuntimeWarning, stacklevel=2)
+    return DichotomyStudy(tuple(labels), regimes, widths, limits, finite, change, expo,
+                          interrupted)

@@ -50,11 +50,23 @@ def with_value(param: ABC, axis: tuple, value) -> ABC:
     return ABC(vals["a"], vals["b"], vals["c"], param.optimizer, param.name)
 
 
+#: Grid points per axis: each point is an exact classification (milliseconds each).
+MAX_POINTS_PER_AXIS = 201
+
+
 def _grid(lo, hi, step) -> list:
-    lo, hi, step = (Fraction(str(parse_exponent(v, "range"))) for v in (lo, hi, step))
+    try:
+        lo, hi, step = (Fraction(str(parse_exponent(v, "range"))) for v in (lo, hi, step))
+    except (ValueError, TypeError):
+        raise InvalidParametrizationError(
+            "ranges and step must be numbers (e.g. x_range=(-2, 2), step='1/8')") from None
     if step <= 0 or hi <= lo:
         raise InvalidParametrizationError("ranges need lo < hi and a positive step")
     n = int((hi - lo) / step)
+    if n + 1 > MAX_POINTS_PER_AXIS:
+        raise InvalidParametrizationError(
+            f"the range {lo}..{hi} with step {step} has {n + 1} points; at most "
+            f"{MAX_POINTS_PER_AXIS} per axis are supported (use a larger step)")
     return [lo + k * step for k in range(n + 1)]
 
 

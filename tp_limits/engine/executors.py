@@ -4,23 +4,51 @@
 
 * ``None``: a local process pool (``spawn`` start method, one worker per
   core, BLAS pinned to one thread per worker so workers do not oversubscribe);
+  from the top level of a script without an ``if __name__ == "__main__":``
+  guard a pool would re-run the script in every worker, so the work then runs
+  serially and a warning says how to get the pool;
 * ``"serial"``: run in this process, in order (debugging, tiny sweeps);
 * any ``concurrent.futures.Executor`` — e.g. ``distributed.Client(...)
   .get_executor()`` to spread a sweep over a Dask cluster.
 
-Results come back in task order whatever the completion order.
+Results come back in task order whatever the completion order.  Ctrl-C
+stops the whole run within seconds: queued tasks are cancelled, local
+workers (which ignore SIGINT themselves) are terminated, and
+:class:`Interrupted` carries the results that had finished.
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import multiprocessing
 import os
+import signal
+import sys
+import warnings
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 
-from ..errors import SpecError
+from .options import check_executor
 
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                 "NUMBA_NUM_THREADS")
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`run_tasks`: ``results`` holds the finished results in task
+    order, None where a task had not finished."""
+
+    def __init__(self, results: list):
+        super().__init__(f"interrupted: {sum(r is not None for r in results)} of "
+                         f"{len(results)} runs had finished")
+        self.results = results
+
+
+def completed(traj):
+    """A run inside a study: a Ctrl-C that cut it short (the engines return the partial
+    run) stops the whole study instead of letting the next run start."""
+    if traj.meta.get("interrupted"):
+        raise KeyboardInterrupt
+    return traj
 
 
 @contextlib.contextmanager
@@ -38,26 +66,81 @@ def single_threaded_children():
                 os.environ[k] = v
 
 
+def _ignore_sigint():
+    """Pool workers leave Ctrl-C to the parent, which cancels and terminates them."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def unguarded_script() -> bool:
+    """True when called, directly or not, from the top level of a ``__main__`` script
+    outside an ``if __name__ == "__main__":`` block: a spawned worker would run it again."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not path or not os.path.exists(path):
+        return False                      # interactive, Jupyter, python -c
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "<module>" and frame.f_globals is vars(main):
+            break
+        frame = frame.f_back
+    if frame is None:
+        return False                      # not reached from the script's own top level
+    try:
+        tree = ast.parse(open(path, encoding="utf-8").read())
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return False
+    line = frame.f_lineno
+    for node in tree.body:
+        if isinstance(node, ast.If) and _is_main_guard(node.test) and \
+                node.lineno <= line <= node.end_lineno:
+            return False
+    return True
+
+
+def _is_main_guard(test) -> bool:
+    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name)
+            and test.left.id == "__name__" and len(test.comparators) == 1
+            and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value == "__main__")
+
+
+def default_pool_is_safe(what: str) -> bool:
+    """Whether the default process pool may start here; warns once per call when it may not."""
+    if not unguarded_script():
+        return True
+    warnings.warn(
+        f"tp_limits: running {what} serially: a process pool started from the top level of "
+        "a script re-runs the script in every worker. Put the call under "
+        "`if __name__ == \"__main__\":` to use every core.", RuntimeWarning, stacklevel=3)
+    return False
+
+
 def run_tasks(fn, tasks: list, executor=None, progress: bool = False, desc: str = "") -> list:
-    """Return ``[fn(*task) for task in tasks]``, computed on ``executor``."""
+    """Return ``[fn(*task) for task in tasks]``, computed on ``executor``.
+
+    Ctrl-C raises :class:`Interrupted` with the finished results, in order.
+    """
+    executor = check_executor(executor)
+    if executor is None and not default_pool_is_safe(desc or "the runs"):
+        executor = "serial"
     bar = None
     if progress:
         from tqdm.auto import tqdm
         bar = tqdm(total=len(tasks), desc=desc, unit="run")
     try:
         if executor == "serial":
-            out = []
-            for task in tasks:
-                out.append(fn(*task))
-                if bar is not None:
-                    bar.update()
+            out = [None] * len(tasks)
+            try:
+                for i, task in enumerate(tasks):
+                    out[i] = fn(*task)
+                    if bar is not None:
+                        bar.update()
+            except KeyboardInterrupt:
+                raise Interrupted(out) from None
             return out
         if executor is None:
             with process_pool(max(1, min(len(tasks), os.cpu_count() or 1))) as pool:
                 return _collect(pool, fn, tasks, bar)
-        if not isinstance(executor, Executor):
-            raise SpecError(f"executor must be None, 'serial' or a concurrent.futures.Executor, "
-                            f"got {executor!r}")
         return _collect(executor, fn, tasks, bar)
     finally:
         if bar is not None:
@@ -66,22 +149,71 @@ def run_tasks(fn, tasks: list, executor=None, progress: bool = False, desc: str 
 
 @contextlib.contextmanager
 def process_pool(workers: int):
-    """A spawn-context process pool whose workers run one BLAS and one Numba thread.
+    """A spawn-context process pool whose workers run one BLAS and one Numba thread and
+    ignore SIGINT.  On Ctrl-C in the parent the pending tasks are cancelled and the
+    workers terminated, so the block ends within seconds.
 
     Workers start lazily, so the one-thread environment is kept for the
     pool's whole life (the parent's own thread pools are already set up and
     do not read it again).
     """
-    with single_threaded_children(), ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        yield pool
+    with single_threaded_children():
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_ignore_sigint)
+        try:
+            yield pool
+        except BaseException:
+            terminate(pool)
+            raise
+        else:
+            pool.shutdown(wait=True)
 
 
-def _collect(pool, fn, tasks, bar) -> list:
-    futures = {pool.submit(fn, *task): i for i, task in enumerate(tasks)}
+def terminate(pool: ProcessPoolExecutor) -> None:
+    """Cancel the queued tasks and stop the workers now (they ignore SIGINT)."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in list(getattr(pool, "_processes", {}).values()):
+        if proc.is_alive():
+            proc.terminate()
+    for proc in list(getattr(pool, "_processes", {}).values()):
+        proc.join(timeout=5)
+
+
+@contextlib.contextmanager
+def _sigint_ignored():
+    """Workers started inside inherit an ignored SIGINT from birth (so a Ctrl-C while they
+    import cannot print a traceback); only the main thread may change signal handlers."""
+    try:
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:                     # not the main thread: nothing to do
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def submit_all(pool: Executor, fn, arg_lists) -> list:
+    """``pool.submit(fn, *args)`` for each args, in order; local workers that start now
+    ignore Ctrl-C, which the parent handles."""
+    with _sigint_ignored():
+        return [pool.submit(fn, *args) for args in arg_lists]
+
+
+def _collect(pool: Executor, fn, tasks, bar) -> list:
+    futures = {fut: i for i, fut in enumerate(submit_all(pool, fn, tasks))}
     out = [None] * len(tasks)
-    for fut in as_completed(futures):
-        out[futures[fut]] = fut.result()
-        if bar is not None:
-            bar.update()
+    try:
+        for fut in as_completed(futures):
+            out[futures[fut]] = fut.result()
+            if bar is not None:
+                bar.update()
+    except KeyboardInterrupt:
+        for fut in futures:
+            fut.cancel()
+        for fut, i in futures.items():                 # keep what finished meanwhile
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                out[i] = fut.result()
+        raise Interrupted(out) from None
     return out

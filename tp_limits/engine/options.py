@@ -12,7 +12,7 @@ from concurrent.futures import Executor
 import numpy as np
 
 from ..errors import SpecError
-from ..spec.checks import check_bool, check_choice, check_int
+from ..spec.checks import check_bool, check_choice, check_int, finite_positive
 
 DTYPES = ("float64", "float32")
 ON_DIVERGENCE = ("raise", "stop")
@@ -54,6 +54,30 @@ def check_progress(value) -> bool:
     return check_bool(value, "progress")
 
 
+def check_divergence_bound(bound):
+    """A positive number (magnitudes beyond it count as divergence), or None (only inf/NaN)."""
+    if bound is None:
+        return None
+    return finite_positive(bound, "divergence_bound")
+
+
+def check_adam(betas, eps) -> None:
+    """Adam's (β₁, β₂), each in [0, 1), and ε >= 0."""
+    try:
+        b1, b2 = betas
+        ok = all(0.0 <= float(b) < 1.0 and not isinstance(b, bool) for b in (b1, b2))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise SpecError(f"adam_betas = {betas!r} must be two numbers in [0, 1), e.g. (0.9, 0.999)")
+    try:
+        e = float(eps)
+    except (TypeError, ValueError):
+        e = float("nan")
+    if not (0.0 <= e < float("inf")) or isinstance(eps, bool):
+        raise SpecError(f"adam_eps = {eps!r} must be a finite number >= 0")
+
+
 def check_seed(seed, name: str = "seed") -> int:
     return check_int(seed, name, minimum=0, maximum=MAX_SEED)
 
@@ -81,3 +105,29 @@ def check_executor(executor):
     if getattr(executor, "_shutdown", False) or getattr(executor, "_shutdown_thread", False):
         raise SpecError(f"executor {executor!r} has been shut down; pass an open one")
     return executor
+
+
+#: Widths beyond this cannot be trained on any machine this library targets.
+MAX_WIDTH = 10 ** 8
+
+
+def check_widths(widths, who: str) -> tuple:
+    """At least two distinct positive int widths, sorted."""
+    if isinstance(widths, (str, bytes)) or not hasattr(widths, "__iter__"):
+        raise SpecError(f"widths = {widths!r}: {who} needs a list of at least two widths")
+    out = tuple(sorted(check_int(w, "width", 1, MAX_WIDTH) for w in widths))
+    if len(out) < 2 or len(set(out)) != len(out):
+        raise SpecError(f"{who} needs at least two distinct widths, got {out}")
+    return out
+
+
+def check_steps(steps, T: int, first: int = 1) -> tuple:
+    """The steps t compared: a list of ints in first..T (default first..T, at least 1)."""
+    if steps is None:
+        return tuple(range(max(first, 1), T + 1))
+    if isinstance(steps, (str, bytes)) or not hasattr(steps, "__iter__"):
+        raise SpecError(f"steps = {steps!r} must be a list of steps, e.g. steps=[{T}]")
+    out = tuple(check_int(t, "step", first) for t in steps)
+    if not out or any(t > T for t in out):
+        raise SpecError(f"steps must be a non-empty list of steps in {first}..{T}, got {steps!r}")
+    return out

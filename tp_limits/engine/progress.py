@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import contextlib
+import sys
+import threading
 import time
 
 
@@ -29,3 +31,26 @@ def progress_bar(enabled: bool, total: int, desc: str, per_step: float | None = 
         yield on_step
     finally:
         bar.close()
+
+
+@contextlib.contextmanager
+def compile_notice(what: str, after: float = 1.0):
+    """Say so on stderr when the block (a first call of a Numba kernel) takes more than
+    ``after`` seconds: that is a compilation, done once and then cached on disk."""
+    started = time.perf_counter()
+    shown = threading.Event()
+
+    def show():
+        shown.set()
+        print(f"tp_limits: compiling {what} (first use; cached on disk afterwards)...",
+              file=sys.stderr, flush=True)
+    timer = threading.Timer(after, show)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        if shown.is_set():
+            print(f"tp_limits: compiled {what} in {time.perf_counter() - started:.0f} s",
+                  file=sys.stderr, flush=True)

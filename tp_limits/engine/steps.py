@@ -21,9 +21,28 @@ other exception propagates unchanged.
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Iterator, Optional
 
+import numpy as np
+
 from ..errors import DivergenceError
+
+#: Default ``divergence_bound``: a pre-activation or output beyond this magnitude is
+#: reported as a divergence even while it is still finite (stable parametrizations keep
+#: them Θ(1); an exploding run passes 1e10 long before it overflows).
+DIVERGENCE_BOUND = 1e10
+
+
+def check_size(x, step: int, layer, quantity: str, bound: float | None, xp=np) -> None:
+    """Raise DivergenceError when ``x`` has a non-finite entry or one beyond ``bound``.
+
+    One reduction (max |x|) serves both tests: NaN and inf fail the comparison.
+    """
+    size = float(xp.max(xp.abs(x))) if x.size else 0.0
+    limit = math.inf if bound is None else bound
+    if not size <= limit:
+        raise DivergenceError(step, layer, quantity, size=size, bound=bound)
 
 
 class StepLoop:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import zipfile
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -73,16 +74,25 @@ class Trajectory:
         return self.f_eval - q * self.f_eval_se, self.f_eval + q * self.f_eval_se
 
     def save(self, path) -> None:
-        """Write to ``path`` (.npz with the meta as JSON inside), atomically."""
+        """Write to ``path`` (.npz with the meta as JSON inside), atomically: a temporary
+        file in the same folder is renamed into place, so ``path`` never holds half a file."""
         path = os.fspath(path)
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise TPError(f"cannot save a Trajectory to {path}: the folder {folder} does not "
+                          "exist")
+        if os.path.isdir(path):
+            raise TPError(f"cannot save a Trajectory to {path}: it is a folder")
         arrays = {"f_eval": self.f_eval, "f_train": self.f_train, "loss": self.loss,
                   "meta_json": np.array(json.dumps(self.meta, default=_jsonable))}
         if self.f_eval_se is not None:
             arrays["f_eval_se"] = self.f_eval_se
         for k, v in self.stats.items():
             arrays[f"stats/{k}"] = v
-        folder = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(suffix=".npz", dir=folder)
+        try:
+            fd, tmp = tempfile.mkstemp(suffix=".npz", dir=folder)
+        except OSError as exc:
+            raise TPError(f"cannot save a Trajectory to {path}: {exc.strerror}") from None
         try:
             with os.fdopen(fd, "wb") as fh:
                 np.savez(fh, **arrays)
@@ -94,15 +104,26 @@ class Trajectory:
 
     @classmethod
     def load(cls, path) -> "Trajectory":
+        """Read a Trajectory written by :meth:`save`; anything else is a TPError."""
         try:
             with np.load(os.fspath(path), allow_pickle=False) as z:
                 data = {k: z[k] for k in z.files}
-        except (OSError, ValueError) as exc:
-            raise TPError(f"cannot read a Trajectory from {path!r}: {exc}") from None
+        except FileNotFoundError:
+            raise TPError(f"no Trajectory file at {path!r}") from None
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+            raise TPError(f"cannot read a Trajectory from {path!r}: not a complete .npz "
+                          f"written by Trajectory.save ({type(exc).__name__})") from None
+        missing = [k for k in ("f_eval", "f_train", "loss", "meta_json") if k not in data]
+        if missing:
+            raise TPError(f"{path!r} is an .npz file but not a Trajectory (missing "
+                          f"{', '.join(missing)})")
+        try:
+            meta = json.loads(str(data["meta_json"]))
+        except (json.JSONDecodeError, TypeError):
+            raise TPError(f"{path!r}: its metadata are not valid JSON") from None
         stats = {k[len("stats/"):]: v for k, v in data.items() if k.startswith("stats/")}
         return cls(f_eval=data["f_eval"], f_train=data["f_train"], loss=data["loss"],
-                   stats=stats, meta=json.loads(str(data["meta_json"])),
-                   f_eval_se=data.get("f_eval_se"))
+                   stats=stats, meta=meta, f_eval_se=data.get("f_eval_se"))
 
 
 def _jsonable(obj):

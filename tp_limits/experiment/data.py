@@ -68,7 +68,11 @@ def _array(value, key: str, base: Path) -> np.ndarray:
             return np.load(path, allow_pickle=False)
         except (OSError, ValueError) as exc:
             raise ExperimentError(f"data.{key}: cannot read {path}: {exc}") from None
-    return np.asarray(value)
+    try:
+        return np.array(value)
+    except (TypeError, ValueError):
+        raise ExperimentError(f"data.{key} must be a rectangular array of numbers (every row "
+                              "the same length)") from None
 
 
 def load_data(data: dict, routine: dict, base: Path):

@@ -8,17 +8,24 @@ Layout of the output folder::
     figures/loss.png          training loss: limit and finite widths
     figures/overview.png      the first two side by side (the README picture)
     trajectories/limit.npz    trajectories/finite_n{width}_seed{seed}.npz
+
+The folder is written beside its final place (``.NAME.incomplete``) and moved
+into place when every file is written, so a failure never leaves a folder
+that looks complete; an interrupted run's report says PARTIAL at the top.
 """
 from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 from pathlib import Path
 
 import numpy as np
 
 from ..abc.table import Table
 from .runner import ExperimentResult
+from .schema import ExperimentError
 
 MAX_PANELS = 4
 
@@ -51,6 +58,8 @@ def plot_outputs(res: ExperimentResult, j: int = 0, ax=None, output: int = 0):
     study = res.study
     if study is not None:
         for n, runs, col in zip(study.widths, study.runs, _width_colours(study.widths)):
+            if len(runs) < 2:
+                continue                   # an interrupted study: too few runs for a band
             f = np.array([r.f_eval[:, j, output] for r in runs])
             mean, se = f.mean(0), f.std(0, ddof=1) / math.sqrt(len(f))
             ax.errorbar(t, mean, yerr=student_t(len(f) - 1) * se, color=col, lw=1, capsize=2,
@@ -84,6 +93,8 @@ def plot_deviation(res: ExperimentResult, j: int = 0, ax=None, output: int = 0):
     study = res.study
     own = study.run_limits or [[lim.f_eval] * len(r) for r in study.runs]
     for n, runs, refs, col in zip(study.widths, study.runs, own, _width_colours(study.widths)):
+        if len(runs) < 2:
+            continue
         dev = np.array([r.f_eval[:, j, output] - f[:, j, output] for r, f in zip(runs, refs)])
         mean, sd = dev.mean(0), dev.std(0, ddof=1)
         ax.fill_between(t, mean - sd, mean + sd, color=col, alpha=0.35,
@@ -110,6 +121,8 @@ def plot_loss(res: ExperimentResult, ax=None):
     if res.study is not None:
         for n, runs, col in zip(res.study.widths, res.study.runs,
                                 _width_colours(res.study.widths)):
+            if not runs:
+                continue
             ax.plot(t, np.mean([r.loss for r in runs], axis=0), color=col, marker=".",
                     lw=1, label=f"n = {n}")
     ax.plot(t, res.limit.loss, "k-", lw=2, label="infinite-width limit")
@@ -156,8 +169,8 @@ def _trajectories(res: ExperimentResult, folder: Path) -> list:
     written = ["trajectories/limit.npz"]
     if res.study is not None:
         for n, runs in zip(res.study.widths, res.study.runs):
-            for s, tr in zip(res.study.seeds, runs):
-                name = f"finite_n{n}_seed{s}.npz"
+            for tr in runs:
+                name = f"finite_n{n}_seed{tr.meta['seed']}.npz"
                 tr.save(folder / name)
                 written.append(f"trajectories/{name}")
     return written
@@ -169,6 +182,7 @@ def summary(res: ExperimentResult) -> dict:
     T = res.limit.steps
     out = {
         "name": exp.name, "description": exp.description, "source": exp.source,
+        "complete": res.complete, "interrupted": res.interrupted or None,
         "classification": k.to_dict(),
         "model": {"phi": exp.net.phi, "L": exp.net.L, "d_in": exp.net.d_in,
                   "d_out": exp.net.d_out, "sigma": list(exp.net.sigma),
@@ -199,6 +213,9 @@ def summary(res: ExperimentResult) -> dict:
 def _markdown(res: ExperimentResult, s: dict, files: list) -> str:
     exp, k = res.experiment, res.classification
     lines = [f"# {exp.name}", ""]
+    if not res.complete:
+        lines += [f"**PARTIAL RESULT: the run was interrupted {res.interrupted}.** Everything "
+                  "below describes only what had finished.", ""]
     if exp.description:
         lines += [exp.description, ""]
     lines += [
@@ -237,17 +254,50 @@ def _markdown(res: ExperimentResult, s: dict, files: list) -> str:
     return "\n".join(lines)
 
 
-def write_report(res: ExperimentResult, out) -> list:
-    """Write every output into folder ``out``; returns the relative paths written."""
+def check_output_folder(out, force: bool = False) -> Path:
+    """Refuse, before any work, an output path that is a file, or a non-empty folder
+    (which would mix two runs) unless ``force``."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    files = _figures(res, out / "figures") + _trajectories(res, out / "trajectories")
-    files += ["summary.md", "summary.json", "config.json"]
-    s = summary(res)
-    (out / "summary.json").write_text(json.dumps(s, indent=2, default=str), encoding="utf-8")
-    (out / "config.json").write_text(json.dumps(res.experiment.config, indent=2, default=str),
-                                     encoding="utf-8")
-    (out / "summary.md").write_text(_markdown(res, s, files), encoding="utf-8")
+    if out.exists() and not out.is_dir():
+        raise ExperimentError(f"--out {out} is a file; give a folder")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise ExperimentError(f"output folder {out} is not empty; choose another --out, or "
+                              "pass --force to replace its contents")
+    parent = out.resolve().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not os.access(parent, os.W_OK):
+        raise ExperimentError(f"cannot create {out}: {parent} is not writable")
+    return out
+
+
+def write_report(res: ExperimentResult, out, force: bool = False) -> list:
+    """Write every output into folder ``out``; returns the relative paths written.
+
+    Files go to a staging folder beside ``out`` first; only when all are
+    written does it replace ``out`` (an existing non-empty ``out`` needs
+    ``force``).  On failure the staging folder is left, named as incomplete.
+    """
+    out = check_output_folder(out, force)
+    stage = out.parent / f".{out.name}.incomplete"
+    if stage.exists():
+        shutil.rmtree(stage)
+    stage.mkdir(parents=True)
+    try:
+        files = _figures(res, stage / "figures") + _trajectories(res, stage / "trajectories")
+        files += ["summary.md", "summary.json", "config.json"]
+        s = summary(res)
+        (stage / "config.json").write_text(json.dumps(res.experiment.config, indent=2,
+                                                      default=str), encoding="utf-8")
+        (stage / "summary.json").write_text(json.dumps(s, indent=2, default=str),
+                                            encoding="utf-8")
+        (stage / "summary.md").write_text(_markdown(res, s, files), encoding="utf-8")
+    except BaseException as exc:
+        raise ExperimentError(f"writing the report failed ({type(exc).__name__}: {exc}); what "
+                              f"was written is in {stage}, which is incomplete") from exc
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(stage, out)
     return files
 
 

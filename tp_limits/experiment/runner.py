@@ -11,6 +11,7 @@ any simulation starts.
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -56,6 +57,11 @@ class ExperimentResult:
     limit: Trajectory | None
     study: ConvergenceStudy | None
     wall_time_s: dict
+    interrupted: str = ""       # "" when complete, else where Ctrl-C stopped it
+
+    @property
+    def complete(self) -> bool:
+        return not self.interrupted
 
 
 def read_toml(path) -> dict:
@@ -65,6 +71,13 @@ def read_toml(path) -> dict:
             return tomllib.load(fh)
     except FileNotFoundError:
         raise ExperimentError(f"no experiment file at {path}") from None
+    except IsADirectoryError:
+        raise ExperimentError(f"{path} is a folder, not an experiment file") from None
+    except OSError as exc:
+        raise ExperimentError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ExperimentError(f"{path} is not UTF-8 text (byte {exc.start}): TOML files "
+                              "must be UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise ExperimentError(f"{path} is not valid TOML: {exc}") from None
 
@@ -141,7 +154,8 @@ def run(exp: Experiment, progress: bool = True, executor=None) -> ExperimentResu
     """Simulate the limit and train the finite networks of ``exp``.
 
     ``executor``: None (process pool when ``finite.parallel``), 'serial', or a
-    concurrent.futures.Executor.
+    concurrent.futures.Executor.  Ctrl-C ends the run within seconds and the
+    result holds what finished (``res.interrupted`` says where it stopped).
     """
     k = exp.net.param.classify()
     times = {}
@@ -149,12 +163,27 @@ def run(exp: Experiment, progress: bool = True, executor=None) -> ExperimentResu
     started = time.perf_counter()
     limit = simulate_limit(exp.net, exp.routine, progress=progress, **exp.limit)
     times["limit"] = time.perf_counter() - started
+    if limit.meta["interrupted"]:
+        return ExperimentResult(exp, k, limit, None, times,
+                                f"during the limit, after {limit.steps} of "
+                                f"{exp.routine.steps} steps")
+    interrupted = ""
     if exp.finite:
         if executor is None and not exp.finite["parallel"]:
             executor = "serial"
         started = time.perf_counter()
-        study = convergence(exp.net, exp.routine, exp.finite["widths"], seeds=exp.finite["seeds"],
-                            limit=limit, executor=executor, progress=progress, keep_runs=True,
-                            backend=exp.finite["backend"], record=_record(exp.finite))
+        try:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="convergence interrupted")
+                study = convergence(exp.net, exp.routine, exp.finite["widths"],
+                                    seeds=exp.finite["seeds"], limit=limit, executor=executor,
+                                    progress=progress, keep_runs=True,
+                                    backend=exp.finite["backend"], record=_record(exp.finite))
+        except KeyboardInterrupt:
+            interrupted = "during the finite networks, before any had finished"
+        else:
+            if study.interrupted:
+                interrupted = (f"during the finite networks, after {int(study.finished.sum())} "
+                               f"of {study.finished.size} had finished")
         times["finite"] = time.perf_counter() - started
-    return ExperimentResult(exp, k, limit, study, times)
+    return ExperimentResult(exp, k, limit, study, times, interrupted)

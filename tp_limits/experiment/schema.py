@@ -223,6 +223,18 @@ def _check_combinations(cfg: dict) -> None:
     if d["generator"] is None and any(
             d[k] != SCHEMA["data"][k].default for k in ("d_in", "d_out", "n_eval", "noise", "seed")):
         raise ExperimentError("data.d_in, d_out, n_eval, noise and seed apply to a generator only")
+    if d["generator"] == "d1" and any(
+            d[k] != SCHEMA["data"][k].default for k in ("d_in", "d_out", "n_eval", "noise", "seed")):
+        raise ExperimentError("data 'd1' is fixed (d_in = 2, d_out = 1, three evaluation "
+                              "inputs, no noise): leave out d_in, d_out, n_eval, noise and seed")
+    for key in ("d_in", "d_out", "n_eval"):
+        if d[key] < 1:
+            raise ExperimentError(f"data.{key} must be >= 1, got {d[key]}")
+    if d["noise"] < 0:
+        raise ExperimentError(f"data.noise must be >= 0, got {d['noise']}")
+    r = cfg["routine"]
+    if r["steps"] is not None and r["steps"] < 1:
+        raise ExperimentError(f"routine.steps must be >= 1, got {r['steps']}")
     f = cfg["finite"]
     if f["enabled"]:
         if len(set(f["widths"])) < 2 or min(f["widths"]) < 1:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine.backend import Backend
-from ..errors import DivergenceError
+from ..engine.steps import DIVERGENCE_BOUND, check_size
 from ..spec import MLP
 
 
@@ -31,11 +31,13 @@ class FiniteNetwork:
 
     def __init__(self, net: MLP, width: int, lr: float, seed: int, backend: Backend, dtype,
                  backprop: str = "exact", optimizer: str = "sgd", keep_init: bool = False,
-                 adam_betas=(0.9, 0.999), adam_eps: float = 1e-8):
+                 adam_betas=(0.9, 0.999), adam_eps: float = 1e-8,
+                 divergence_bound: float | None = DIVERGENCE_BOUND):
         self.net, self.n, self.b, self.dtype = net, width, backend, np.dtype(dtype)
         self.phi = net.nonlinearity
         self.alpha = net.output_multiplier
         self.backprop, self.optimizer = backprop, optimizer
+        self.bound = divergence_bound
         L, n = net.L, width
         const = net.finite_constants(width, lr)
         shapes = [(n, net.d_in)] + [(n, n)] * (L - 1) + [(net.d_out, n)]
@@ -64,19 +66,18 @@ class FiniteNetwork:
     def forward(self, X, step: int):
         """Return (hs, xs, f): pre-activations h^1..h^L, inputs x^0..x^L, output.
 
-        Raises DivergenceError naming the first layer with a non-finite value.
+        Raises DivergenceError naming the first layer with a value that is not
+        finite or beyond the divergence bound.
         """
         xp, mm = self.b.xp, self.b.matmul
         hs, xs = [], [X]
         for l in range(self.net.L):
             h = mm(xs[-1], self.W[l].T)
-            if not bool(xp.isfinite(h).all()):
-                raise DivergenceError(step, l + 1, "pre-activation h")
+            check_size(h, step, l + 1, "pre-activation h", self.bound, xp)
             hs.append(h)
             xs.append(self.phi.phi(h, self.b))
         f = self.alpha * mm(xs[-1], self.W[-1].T)
-        if not bool(xp.isfinite(f).all()):
-            raise DivergenceError(step, None, "output f")
+        check_size(f, step, None, "output f", self.bound, xp)
         return hs, xs, f
 
     # ---- backward + simultaneous update ----------------------------------------

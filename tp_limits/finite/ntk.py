@@ -18,12 +18,26 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine.backend import get_backend
+from ..engine.options import MAX_WIDTH, check_seed
+from ..errors import SpecError
 from ..spec import MLP, Problem
+from ..spec.checks import as_matrix, check_int
 from .network import FiniteNetwork
 
 
 def _network(net: MLP, width: int, seed: int, backend: str) -> FiniteNetwork:
+    if not isinstance(net, MLP):
+        raise SpecError(f"net must be a tp.MLP, got {type(net).__name__}")
+    check_int(width, "width", 1, MAX_WIDTH)
+    check_seed(seed)
     return FiniteNetwork(net, width, 1.0, seed, get_backend(backend), np.float64)
+
+
+def _inputs(net: MLP, X, name: str) -> np.ndarray:
+    A = as_matrix(X, name)
+    if A.shape[1] != net.d_in:
+        raise SpecError(f"{name} has {A.shape[1]} columns but the network has d_in = {net.d_in}")
+    return A
 
 
 def initial_outputs(net: MLP, routine, width: int, seed: int = 0, backend: str = "numpy"):
@@ -43,8 +57,8 @@ def empirical_ntk(net: MLP, X1, X2=None, width: int = 1024, seed: int = 0,
     """
     nw = _network(net, width, seed, backend)
     b, xp = nw.b, nw.b.xp
-    X1 = np.asarray(X1, float)
-    X2 = X1 if X2 is None else np.asarray(X2, float)
+    X1 = _inputs(net, X1, "X1")
+    X2 = X1 if X2 is None else _inputs(net, X2, "X2")
     X = b.asarray(np.vstack([X1, X2]), np.float64)
     hs, xs, _ = nw.forward(X, step=0)
     L, do, n1 = net.L, net.d_out, len(X1)

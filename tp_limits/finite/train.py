@@ -15,6 +15,8 @@ from ..engine.backend import get_backend
 from ..engine.memory import require_memory
 from ..engine.meta import run_meta
 from ..engine.options import (
+    check_adam,
+    check_divergence_bound,
     check_dtype,
     check_on_divergence,
     check_progress,
@@ -22,7 +24,7 @@ from ..engine.options import (
     check_seed,
 )
 from ..engine.progress import progress_bar
-from ..engine.steps import StepLoop
+from ..engine.steps import DIVERGENCE_BOUND, StepLoop
 from ..engine.trajectory import Trajectory
 from ..errors import DivergenceError, SpecError
 from ..spec import MLP, Problem, Routine
@@ -36,7 +38,8 @@ OPTIMIZERS = ("sgd", "adam")
 
 
 def check_finite_options(net: MLP, routine: Routine, width, seed, backend, dtype, backprop,
-                         optimizer, record, on_divergence, progress):
+                         optimizer, record, on_divergence, progress, adam_betas=(0.9, 0.999),
+                         adam_eps=1e-8, divergence_bound=DIVERGENCE_BOUND):
     """Check every option of :func:`train_finite` before any work; return the cleaned values."""
     problem = Problem(net, routine)
     check_int(width, "width")
@@ -50,6 +53,9 @@ def check_finite_options(net: MLP, routine: Routine, width, seed, backend, dtype
     record = check_record(record, RECORD_OPTIONS)
     check_on_divergence(on_divergence)
     check_progress(progress)
+    check_divergence_bound(divergence_bound)
+    if optimizer == "adam":
+        check_adam(adam_betas, adam_eps)
     keep_init = bool(record)
     require_memory(FiniteNetwork.bytes_needed(net, width, dtype, backprop, optimizer, keep_init),
                    f"width {width} (weights and the copies a run keeps)", b,
@@ -60,7 +66,8 @@ def check_finite_options(net: MLP, routine: Routine, width, seed, backend, dtype
 def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend: str = "numpy",
                  dtype=np.float64, backprop: str = "exact", optimizer: str | None = None,
                  record=RECORD_OPTIONS, on_divergence: str = "raise", progress: bool = False,
-                 adam_betas=(0.9, 0.999), adam_eps: float = 1e-8) -> Trajectory:
+                 adam_betas=(0.9, 0.999), adam_eps: float = 1e-8,
+                 divergence_bound: float | None = DIVERGENCE_BOUND) -> Trajectory:
     """Train ``net`` at width ``width`` on ``routine``; return its :class:`Trajectory`.
 
     Parameters
@@ -75,16 +82,20 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
     on_divergence : 'raise' a DivergenceError naming step, layer and
         quantity, or 'stop' and return the partial trajectory with
         ``meta["diverged"]`` set.
+    divergence_bound : a pre-activation or output whose magnitude exceeds this
+        counts as a divergence even while finite (default 1e10; None: only
+        inf and NaN do).
+    adam_betas, adam_eps : Adam's β₁, β₂ in [0, 1) and ε >= 0 (in w-units).
 
     Ctrl-C stops cleanly: the steps completed so far are returned with
     ``meta["completed_steps"]`` and ``meta["interrupted"] = True``.
     """
     problem, b, dtype, optimizer, record = check_finite_options(
         net, routine, width, seed, backend, dtype, backprop, optimizer, record, on_divergence,
-        progress)
+        progress, adam_betas, adam_eps, divergence_bound)
     started = time.perf_counter()
     nw = FiniteNetwork(net, width, routine.lr, seed, b, dtype, backprop, optimizer,
-                       bool(record), adam_betas, adam_eps)
+                       bool(record), tuple(adam_betas), float(adam_eps), divergence_bound)
     T, B, E = problem.T, problem.B, problem.E
     xp, tonp = b.xp, b.to_numpy
     Xe = b.asarray(problem.eval_inputs, dtype)
@@ -98,7 +109,11 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
         hs, xs, f = nw.forward(Xe, step=t)
         f_eval[t] = tonp(f)
         if recorder is not None:
-            recorder.record(t, hs, xs, f)
+            try:
+                recorder.record(t, hs, xs, f)
+            except np.linalg.LinAlgError:        # a norm of weights that overflowed
+                raise DivergenceError(t, None, "weights", "their norms could not be "
+                                      "computed") from None
 
     with progress_bar(progress, T, f"width {width}") as on_step:
         loop = StepLoop(T, on_step, catch_divergence=on_divergence != "raise")

@@ -13,12 +13,14 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ..engine.options import (
+    check_divergence_bound,
     check_dtype,
     check_on_divergence,
     check_progress,
     check_record,
     check_seed,
 )
+from ..engine.steps import DIVERGENCE_BOUND
 from ..errors import SpecError
 from ..spec.checks import check_choice, check_int
 
@@ -50,6 +52,7 @@ class LimitOptions:
     on_divergence: str = "raise"
     zdot: str = "stein"
     workers: int = 1
+    divergence_bound: float | None = DIVERGENCE_BOUND
 
     @classmethod
     def of(cls, **given) -> "LimitOptions":
@@ -90,6 +93,8 @@ class LimitOptions:
             check_choice(o["zdot"], "zdot", ZDOT)
         if "workers" in o:
             o["workers"] = check_int(o["workers"], "workers", 1, 4096)
+        if "divergence_bound" in o:
+            o["divergence_bound"] = check_divergence_bound(o["divergence_bound"])
         return cls(**o)
 
     @property

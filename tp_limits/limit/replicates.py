@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine.executors import process_pool
+from ..engine.executors import default_pool_is_safe, process_pool, submit_all, terminate
 from .result import CoordinateMoments, LimitResult
 
 
@@ -32,37 +32,40 @@ def combine(runs: list, replicates: int) -> LimitResult:
         info={**first.info, "replicates_completed": len(runs)})
 
 
-def _in_processes(task, seeds, workers: int, on_done) -> list:
-    """``task(ss)`` for each seed sequence in a process pool; Ctrl-C keeps what finished.
+def _in_processes(task, seeds, workers: int, on_done):
+    """``task(ss)`` for each seed sequence in a process pool -> (finished runs, interrupted).
 
-    The workers receive the same Ctrl-C, stop at their own step boundary and
-    return their partial runs, which are collected like finished ones.
+    Ctrl-C reaches only this process (the workers ignore it): the replicates
+    that finished are kept, the others are cancelled and their workers stopped.
     """
     runs = []
     with process_pool(workers) as pool:
-        futures = [pool.submit(task, ss) for ss in seeds]
+        futures = submit_all(pool, task, [(ss,) for ss in seeds])
         try:
             for fut in futures:
                 runs.append(fut.result())
                 on_done()
         except KeyboardInterrupt:
-            runs += [f.result() for f in futures[len(runs):] if not f.cancelled()]
-    return runs
+            terminate(pool)
+            return runs, True
+    return runs, False
 
 
 def run_replicates(run_one, seed: int, replicates: int, task=None, workers: int = 1,
-                   on_done=lambda: None) -> LimitResult:
+                   on_done=lambda: None) -> LimitResult | None:
     """Run ``run_one(rng)`` ``replicates`` times and combine the runs.
 
     With ``workers > 1`` and a picklable ``task(seed_sequence)``, replicates run
     in that many processes (each with one BLAS and Numba thread); ``on_done``
     is called as each finishes.  The seeds are the same either way, so the
-    result does not depend on ``workers``.
+    result does not depend on ``workers``.  None when Ctrl-C came before any
+    replicate finished.
     """
     seeds = np.random.SeedSequence(seed).spawn(replicates)
-    runs = []
-    if workers > 1 and replicates > 1 and task is not None:
-        runs = _in_processes(task, seeds, min(workers, replicates), on_done)
+    runs, interrupted = [], False
+    if workers > 1 and replicates > 1 and task is not None and \
+            default_pool_is_safe("the replicates"):
+        runs, interrupted = _in_processes(task, seeds, min(workers, replicates), on_done)
         bad = [i for i, r in enumerate(runs) if r.interrupted or r.diverged]
         runs = runs[: bad[0] + 1] if bad else runs
     else:
@@ -70,4 +73,8 @@ def run_replicates(run_one, seed: int, replicates: int, task=None, workers: int 
             runs.append(run_one(np.random.default_rng(ss)))
             if runs[-1].interrupted or runs[-1].diverged:
                 break
-    return runs[0] if len(runs) == 1 else combine(runs, replicates)
+    if not runs:
+        return None                        # interrupted before any replicate finished
+    out = runs[0] if len(runs) == 1 else combine(runs, replicates)
+    out.interrupted = out.interrupted or interrupted
+    return out

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..engine.meta import run_meta
 from ..engine.progress import progress_bar
+from ..engine.steps import DIVERGENCE_BOUND
 from ..engine.trajectory import Trajectory
 from ..errors import DivergenceError
 from ..spec import MLP, Problem, Routine
@@ -45,7 +46,10 @@ class LimitPlan:
         res.check_loss()
         if res.diverged and o.on_divergence == "raise":
             d = res.diverged
-            raise DivergenceError(d["step"], d["layer"], d["quantity"], "in the limit engine")
+            size = d.get("size")
+            raise DivergenceError(d["step"], d["layer"], d["quantity"], "in the limit engine",
+                                  size=float("inf") if size is None else size,
+                                  bound=o.divergence_bound)
         k = p.net.param.classify()
         sw = k.limit_switches
         meta = run_meta(
@@ -75,7 +79,8 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
                    progress: bool = False, dtype=np.float64, record=("stats",),
                    kernel: str = "numba", f0="sample", samples: int = 64,
                    backprop: str = "exact", on_divergence: str = "raise",
-                   zdot: str = "stein", workers: int = 1) -> Trajectory:
+                   zdot: str = "stein", workers: int = 1,
+                   divergence_bound: float | None = DIVERGENCE_BOUND) -> Trajectory:
     """Simulate the infinite-width training dynamics; returns a :class:`Trajectory`.
 
     Parameters
@@ -110,6 +115,8 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
         ``workers=1``).  Worth it when one run cannot keep every core busy.
     on_divergence : 'raise' a DivergenceError naming the step and quantity, or
         'stop' and return the steps before it with ``meta["diverged"]`` set.
+    divergence_bound : an output whose magnitude exceeds this counts as a
+        divergence even while finite (default 1e10; None: only inf and NaN do).
     f0, samples : kernel and trivial regimes only: the initial function —
         'sample' (``samples`` NNGP draws when p = 1/2; mean ± standard error
         reported, draws in ``stats["f_eval_samples"]``), 'zero', or an array
@@ -123,4 +130,4 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
                          method=method, eval_every=eval_every, progress=progress, dtype=dtype,
                          record=record, kernel=kernel, f0=f0, samples=samples,
                          backprop=backprop, on_divergence=on_divergence, zdot=zdot,
-                         workers=workers).run()
+                         workers=workers, divergence_bound=divergence_bound).run()

@@ -33,8 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...engine.steps import StepLoop
-from ...errors import DivergenceError
+from ...engine.steps import StepLoop, check_size
 from ..base import FeatureLearningEngine
 from ..result import LimitResult
 
@@ -66,7 +65,8 @@ class _Primitives:
         return p
 
 
-def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None) -> LimitResult:
+def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
+                bound=None) -> LimitResult:
     """Run the exact deep linear limit on ``problem`` with the limit constants ``const``."""
     net = problem.net
     L, d, do = net.L, net.d_in, net.d_out
@@ -121,8 +121,7 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None) -> Li
 
     def output(cx, step):
         f = alpha * np.array([prim.cov(cV[o], cx) for o in range(do)])
-        if not np.all(np.isfinite(f)):
-            raise DivergenceError(step, None, "output f")
+        check_size(f, step, None, "output f", bound)
         return f
 
     res = LimitResult.empty(T, E, B, do, L=L)
@@ -186,4 +185,5 @@ class LinearEngine(FeatureLearningEngine):
 
     def run(self, on_step) -> LimitResult:
         return deep_linear(self.problem, self.const, self.options.backprop == "decoupled",
-                           self.options.eval_steps(self.problem.T), on_step)
+                           self.options.eval_steps(self.problem.T), on_step,
+                           self.options.divergence_bound)

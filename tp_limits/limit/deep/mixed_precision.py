@@ -109,3 +109,12 @@ def mean_and_cross(C, R, Z, want_cross: bool):
     lo, hi = _bounds(R.shape[1])
     part = _mean_and_cross(np.ascontiguousarray(C, np.float64), R, Z, lo, hi, want_cross)
     return part.sum(axis=0) if want_cross else None
+
+
+def warm_up() -> None:
+    """Compile (or load from the disk cache) the three passes, on one-element arrays."""
+    R = np.zeros((1, 1), np.float32)
+    V, C = np.zeros((1, 1)), np.zeros((1, 1))
+    rows_dot(R, V)
+    combine_rows(C, R)
+    mean_and_cross(C, R, V.copy(), True)

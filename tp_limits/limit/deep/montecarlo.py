@@ -36,12 +36,14 @@ from threadpoolctl import threadpool_limits
 
 from ...engine.backend import numpy_backend
 from ...engine.memory import require_particles
-from ...engine.steps import StepLoop
-from ...errors import DivergenceError, SpecError
+from ...engine.progress import compile_notice
+from ...engine.steps import StepLoop, check_size
+from ...errors import SpecError
 from ..base import FeatureLearningEngine
 from ..replicates import run_replicates
 from ..result import LimitResult
 from ..sampling import antithetic_count
+from . import mixed_precision
 from .families import Family, times_rows
 from .zdot import estimator_class, make_estimator
 
@@ -61,6 +63,7 @@ class RunSpec:
     dtype: object
     eval_steps: tuple
     record_stats: bool
+    bound: float | None = None     # divergence bound on |f|
 
 
 class DeepRun:
@@ -159,8 +162,7 @@ class DeepRun:
         """f̊ for each row of x^L (m, N) -> (m, d_out), and its batch-means error."""
         contrib = self.alpha * xL[:, :, None] * self.ZV[None]              # (m, N, do)
         f = contrib.mean(axis=1)
-        if not np.all(np.isfinite(f)):
-            raise DivergenceError(step, None, "output f")
+        check_size(f, step, None, "output f", self.spec.bound)
         if not with_se:
             return f
         gm = np.stack([contrib[:, g].mean(axis=1) for g in self.groups])
@@ -218,6 +220,8 @@ def run_once(spec: RunSpec, rng, on_step=lambda t: None) -> LimitResult:
     """
     if np.dtype(spec.dtype) == np.float64:
         return DeepRun(spec, rng).run(on_step)
+    with compile_notice("the float32 history kernels"):
+        mixed_precision.warm_up()
     with threadpool_limits(limits=1, user_api="blas"):
         return DeepRun(spec, rng).run(on_step)
 
@@ -242,7 +246,7 @@ class MonteCarloEngine(FeatureLearningEngine):
         self.particles = antithetic_count(options.particles)
         self.spec = RunSpec(problem, self.const, self.particles,
                             zdot, options.dtype, options.eval_steps(problem.T),
-                            options.record_stats)
+                            options.record_stats, options.divergence_bound)
         self.workers = min(options.workers, options.replicates)    # replicates held at once
         what = ("the deep engine's histories"
                 + (" and derivative arrays (zdot='tangent'; 'stein' needs far less)"
@@ -268,6 +272,11 @@ class MonteCarloEngine(FeatureLearningEngine):
         res = run_replicates(lambda rng: run_once(spec, rng, on_step), o.seed, o.replicates,
                              task=_Task(spec), workers=o.workers,
                              on_done=lambda: [on_step(t) for t in range(spec.problem.T)])
+        if res is None:                    # Ctrl-C before any worker's replicate finished
+            p = spec.problem
+            res = LimitResult.empty(p.T, p.E, p.B, p.net.d_out,
+                                    p.net.L if spec.record_stats else None)
+            res.interrupted, res.se_method = True, "none: interrupted before any replicate"
         res.info = {**self.info, **res.info}
         return res
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...engine.steps import StepLoop
-from ...errors import DivergenceError, SpecError
+from ...engine.steps import StepLoop, check_size
+from ...errors import SpecError
 from ..base import Engine
 from ..result import LimitResult
 from .kernels import nngp, ntk
@@ -102,8 +102,7 @@ class KernelEngine(Engine):
                 losses[:, t] = [np.mean(p.loss.value(fb[s], Yb, np)) for s in range(S)]
                 chi = np.stack([p.loss.grad(fb[s], Yb, np) for s in range(S)]) / B
                 F = F - p.routine.lr * np.einsum("zi,sio->szo", K[:, idx], chi)
-                if not np.all(np.isfinite(F)):
-                    raise DivergenceError(t + 1, None, "output f")
+                check_size(F, t + 1, None, "output f", self.options.divergence_bound)
                 if t + 1 in eval_steps:
                     f_eval[:, t + 1] = F[:, eval_idx]
         se = (f_eval.std(axis=0, ddof=1) / np.sqrt(S) if S > 1

@@ -23,7 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...engine.memory import require_particles
-from ...engine.steps import StepLoop
+from ...engine.progress import compile_notice
+from ...engine.steps import StepLoop, check_size
 from ...errors import DivergenceError, SpecError
 from ..base import FeatureLearningEngine
 from ..replicates import run_replicates
@@ -32,7 +33,7 @@ from ..sampling import antithetic_count
 from .columns import STAT_FIELDS, SweepColumns, n_columns
 from .linear import linear_one_hidden
 from .particles import MAX_NODES, antithetic_particles, quadrature_particles
-from .sweep import MIN_BLOCK, PHI_CODES, block_size, sweep
+from .sweep import MIN_BLOCK, block_size, phi_tag, sweep, warm_up
 from .sweep_numpy import sweep_numpy
 
 NAME = "limit/one_hidden"
@@ -57,7 +58,7 @@ class LinearEngine(FeatureLearningEngine):
 
     def run(self, on_step) -> LimitResult:
         return linear_one_hidden(self.problem, self.const, self.options.eval_steps(self.problem.T),
-                                 on_step)
+                                 on_step, self.options.divergence_bound)
 
 
 class ParticleEngine(FeatureLearningEngine):
@@ -119,6 +120,9 @@ class ParticleEngine(FeatureLearningEngine):
     def run(self, on_step) -> LimitResult:
         p, o, c = self.problem, self.options, self.const
         d, do = p.net.d_in, p.net.d_out
+        if o.kernel == "numba":
+            with compile_notice(f"the one-hidden-layer particle kernel for {p.net.phi}"):
+                warm_up(phi_tag(p.net.phi), o.dtype)
         if self.method == "quadrature":
             runs = []
             for nodes in (self.nodes, self.coarse):
@@ -153,7 +157,7 @@ class ParticleEngine(FeatureLearningEngine):
         nb = (N + block - 1) // block
         Wb = _block_weights(w, N, nb, block)
         U0 = U.copy() if self.stats else np.zeros((d, 1), U.dtype)   # unread without stats
-        code = PHI_CODES[p.net.phi]
+        tag = phi_tag(p.net.phi)
         Xe = np.array(p.eval_inputs)                     # writable: one kernel signature
         empty_x, empty_chi = np.zeros((0, d)), np.zeros((0, do))
         alpha = self.const.alpha
@@ -166,14 +170,16 @@ class ParticleEngine(FeatureLearningEngine):
             cols = SweepColumns(len(Xn), len(Xs), do, self.stats and evaluate)
             if o.kernel == "numba":
                 out = np.zeros((nb, cols.width))
-                sweep(U, V, w, U0, code, Xb, chi, step_u, step_v, Xn, Xs, cols.stats, block,
+                sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xs, cols.stats, block,
                       out)
             else:
                 out = sweep_numpy(U, V, w, U0, p.net.phi, Xb, chi, step_u, step_v, Xn, Xs,
                                   cols.stats, block)
             tot = out.sum(axis=0)
+            check_size(alpha * tot[: (cols.Bn + cols.E) * do], t_after, None, "output f",
+                       o.divergence_bound)
             if not np.all(np.isfinite(tot)):
-                raise DivergenceError(t_after, None, "output f")
+                raise DivergenceError(t_after, None, "statistics")
             if evaluate:
                 res.f_eval[t_after] = alpha * cols.eval_outputs(tot)
                 dev = cols.eval_outputs(out) / Wb[:, None, None] - cols.eval_outputs(tot)

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...engine.steps import StepLoop
+from ...engine.steps import StepLoop, check_size
 from ...errors import DivergenceError
 from ..result import LimitResult
 
 
-def linear_one_hidden(problem, const, eval_steps, on_step=None) -> LimitResult:
+def linear_one_hidden(problem, const, eval_steps, on_step=None, bound=None) -> LimitResult:
     """Run the recursion on ``problem`` with the limit constants ``const``.
 
     Evaluates f̊ (and the exact statistics) at ``eval_steps``; Ctrl-C and a
@@ -60,8 +60,7 @@ def linear_one_hidden(problem, const, eval_steps, on_step=None) -> LimitResult:
         for t in loop:
             Xb, Yb = problem.batch(t)
             f = alpha * Xb @ (C @ A.T + D @ Bm.T).T
-            if not np.all(np.isfinite(f)):
-                raise DivergenceError(t, None, "output f")
+            check_size(f, t, None, "output f", bound)
             res.f_train[t] = f
             res.loss[t] = float(np.mean(problem.loss.value(f, Yb, np)))
             chi = problem.loss.grad(f, Yb, np) / B

@@ -30,8 +30,11 @@ import math
 
 import numpy as np
 from numba import njit, prange
+from numba.extending import overload
 
 from .fastmath import fast_tanh
+
+_FAST = dict(fastmath=True, error_model="numpy", cache=True)
 
 PHI_CODES = {"id": 0, "tanh": 1, "relu": 2, "sigmoid": 3, "gelu": 4, "erf": 5, "softplus": 6}
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -39,85 +42,92 @@ _INV_SQRT2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _TWO_OVER_SQRTPI = 2.0 / math.sqrt(math.pi)
 
 
-@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
-def phi_dphi(code, x):
-    """(φ(x), φ′(x)) for the nonlinearity with the given code."""
-    if code == 1:
-        t = fast_tanh(x)
-        return t, 1.0 - t * t
+def phi_tag(phi: str) -> tuple:
+    """The kernel's handle for φ: a tuple of PHI_CODES[φ] + 1 zeros.
+
+    Its *length* is part of its Numba type, so the sweep is compiled (and
+    cached on disk) once per nonlinearity, with only that φ inside: the first
+    call pays for one φ, not for all seven.
+    """
+    return (0,) * (PHI_CODES[phi] + 1)
+
+
+def phi_dphi(tag, x):
+    """(φ(x), φ′(x)) for the φ of ``tag``; chosen while compiling (see the overload)."""
+    raise NotImplementedError("only callable from Numba-compiled code")
+
+
+def piecewise_linear(tag):
+    """Whether the φ of ``tag`` is id or relu (a compile-time constant)."""
+    raise NotImplementedError("only callable from Numba-compiled code")
+
+
+@overload(phi_dphi, jit_options=_FAST)
+def _phi_dphi_for(tag, x):
+    code = len(tag) - 1
     if code == 0:
-        return x, 1.0
+        return lambda tag, x: (x, 1.0)
+    if code == 1:
+        def tanh(tag, x):
+            t = fast_tanh(x)
+            return t, 1.0 - t * t
+        return tanh
     if code == 2:
-        return (x, 1.0) if x > 0.0 else (0.0, 0.0)
+        return lambda tag, x: (x, 1.0) if x > 0.0 else (0.0, 0.0)
     if code == 3:
-        s = 0.5 * (1.0 + fast_tanh(0.5 * x))
-        return s, s * (1.0 - s)
-    if code == 4:                                   # gelu: scalar libm erf/exp
-        c = 0.5 * (1.0 + math.erf(x * _SQRT1_2))
-        return x * c, c + x * _INV_SQRT2PI * math.exp(-0.5 * x * x)
+        def sigmoid(tag, x):
+            s = 0.5 * (1.0 + fast_tanh(0.5 * x))
+            return s, s * (1.0 - s)
+        return sigmoid
+    if code == 4:
+        def gelu(tag, x):                              # scalar libm erf/exp
+            c = 0.5 * (1.0 + math.erf(x * _SQRT1_2))
+            return x * c, c + x * _INV_SQRT2PI * math.exp(-0.5 * x * x)
+        return gelu
     if code == 5:
-        return math.erf(x), _TWO_OVER_SQRTPI * math.exp(-x * x)
-    s = 0.5 * (1.0 + fast_tanh(0.5 * x))            # softplus
-    return max(x, 0.0) + math.log1p(math.exp(-abs(x))), s
+        return lambda tag, x: (math.erf(x), _TWO_OVER_SQRTPI * math.exp(-x * x))
+
+    def softplus(tag, x):
+        s = 0.5 * (1.0 + fast_tanh(0.5 * x))
+        return max(x, 0.0) + math.log1p(math.exp(-abs(x))), s
+    return softplus
 
 
-@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
-def _phi_loop(c, h, P, D, with_d):
+@overload(piecewise_linear, inline="always")
+def _piecewise_linear_for(tag):
+    value = len(tag) - 1 in (PHI_CODES["id"], PHI_CODES["relu"])
+    return lambda tag: value
+
+
+@njit(inline="always", **_FAST)
+def _phi_loop(tag, h, P, D, with_d):
     for j in range(h.shape[0]):
-        p, dp = phi_dphi(c, h[j])
+        p, dp = phi_dphi(tag, h[j])
         P[j] = p
         if with_d:                 # a constant after inlining: φ′ is dropped when unused
             D[j] = dp
 
 
-@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
-def _phi_by_code(code, h, P, D, with_d):
-    """The branch on ``code`` sits outside the particle loop and each branch
-    passes a literal code, so after inlining every loop is specialized to one
-    nonlinearity and vectorizes (a runtime code inside the loop does not)."""
-    if code == 0:
-        _phi_loop(0, h, P, D, with_d)
-    elif code == 1:
-        _phi_loop(1, h, P, D, with_d)
-    elif code == 2:
-        _phi_loop(2, h, P, D, with_d)
-    elif code == 3:
-        _phi_loop(3, h, P, D, with_d)
-    elif code == 4:
-        _phi_loop(4, h, P, D, with_d)
-    elif code == 5:
-        _phi_loop(5, h, P, D, with_d)
-    else:
-        _phi_loop(6, h, P, D, with_d)
-
-
-@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
-def phi_arrays(code, h, P, D):
+@njit(inline="always", **_FAST)
+def phi_arrays(tag, h, P, D):
     """P = φ(h), D = φ′(h) elementwise."""
-    _phi_by_code(code, h, P, D, True)
+    _phi_loop(tag, h, P, D, True)
 
 
-@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
-def phi_values(code, h, P):
+@njit(inline="always", **_FAST)
+def phi_values(tag, h, P):
     """P = φ(h) elementwise (P may be h itself)."""
-    _phi_by_code(code, h, P, P, False)
+    _phi_loop(tag, h, P, P, False)
 
 
-@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
-def _phi_dot_loop(c, h, v):
+@njit(inline="always", **_FAST)
+def phi_dot(tag, h, v):
+    """Σ_j v_j φ(h_j) in one pass (used for the piecewise-linear φ: id, relu)."""
     s = 0.0
     for j in range(h.shape[0]):
-        p, _ = phi_dphi(c, h[j])
+        p, _ = phi_dphi(tag, h[j])
         s += v[j] * p
     return s
-
-
-@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
-def phi_dot(code, h, v):
-    """Σ_j v_j φ(h_j) in one pass, for the piecewise-linear φ (id, relu)."""
-    if code == 0:
-        return _phi_dot_loop(0, h, v)
-    return _phi_dot_loop(2, h, v)
 
 
 # With the block in C-ordered scratch, plain vectorized passes beat small BLAS
@@ -161,7 +171,7 @@ def _preacts(Ub, X, use_blas):
 
 
 @njit(fastmath=True, error_model="numpy", cache=True)
-def _update_block(Ub, Vb, code, Xb, chi, step_u, step_v, D, use_blas):
+def _update_block(Ub, Vb, tag, Xb, chi, step_u, step_v, D, use_blas):
     """Simultaneous update of one block with the batch (Xb, χ); see the module docstring."""
     d, m = Ub.shape
     do = Vb.shape[0]
@@ -178,7 +188,7 @@ def _update_block(Ub, Vb, code, Xb, chi, step_u, step_v, D, use_blas):
             for j in range(m):
                 sv[j] += c * Vb[o, j]
         Gi = G[i]
-        phi_arrays(code, H[i], P[i], D)
+        phi_arrays(tag, H[i], P[i], D)
         for j in range(m):
             Gi[j] = sv[j] * D[j]
     if step_u != 0.0:
@@ -252,15 +262,15 @@ def _preact_row(Ub, x, h):
 
 
 @njit(inline="always", fastmath=True, error_model="numpy", cache=True)
-def _row_sums(h, Vb, wb, uniform, code, ph, acc, c0):
+def _row_sums(h, Vb, wb, uniform, tag, ph, acc, c0):
     """acc[c0 + o] += Σ_j w_j Vb[o, j] φ(h_j); ``ph`` is scratch (it may be h)."""
     do = Vb.shape[0]
     m = h.shape[0]
-    if uniform and (code == 0 or code == 2):
+    if uniform and piecewise_linear(tag):
         for o in range(do):
-            acc[c0 + o] += wb[0] * phi_dot(code, h, Vb[o])
+            acc[c0 + o] += wb[0] * phi_dot(tag, h, Vb[o])
         return
-    phi_values(code, h, ph)
+    phi_values(tag, h, ph)
     if not uniform:
         for j in range(m):
             ph[j] *= wb[j]
@@ -274,19 +284,19 @@ def _row_sums(h, Vb, wb, uniform, code, ph, acc, c0):
 
 
 @njit(inline="always", fastmath=True, error_model="numpy", cache=True)
-def _sums_of_rows(H, Vb, wb, uniform, code, ph, acc, col):
+def _sums_of_rows(H, Vb, wb, uniform, tag, ph, acc, col):
     """_row_sums for every row of the pre-activations H (H is left as it is)."""
     for i in range(H.shape[0]):
-        _row_sums(H[i], Vb, wb, uniform, code, ph, acc, col + i * Vb.shape[0])
+        _row_sums(H[i], Vb, wb, uniform, tag, ph, acc, col + i * Vb.shape[0])
 
 
 @njit(fastmath=True, error_model="numpy", cache=True)
-def _forward_sums(Ub, X, Vb, wb, uniform, code, use_blas, ph, acc, col):
+def _forward_sums(Ub, X, Vb, wb, uniform, tag, use_blas, ph, acc, col):
     """acc[col + i*d_out + o] += Σ_j w_j Vb[o, j] φ(Ub[:, j] · X[i])  for each input row i.
 
     Small d: each row's pre-activations are built in the scratch ``ph`` and
     φ is applied there in place (no (n, m) array, no φ′); from BLAS_MIN_D on
-    they come from one gemm.  For id and relu (codes 0, 2) with equal
+    they come from one gemm.  For id and relu (piecewise linear) with equal
     weights, φ is fused with the dot product in one pass; LLVM does not
     vectorize that reduction around the longer tanh body, so the other φ
     first fill ``ph`` (a vectorized loop) and then take the dot product
@@ -294,23 +304,23 @@ def _forward_sums(Ub, X, Vb, wb, uniform, code, use_blas, ph, acc, col):
     """
     do = Vb.shape[0]
     if use_blas:
-        _sums_of_rows(_preacts(Ub, X, True), Vb, wb, uniform, code, ph, acc, col)
+        _sums_of_rows(_preacts(Ub, X, True), Vb, wb, uniform, tag, ph, acc, col)
     else:
         for i in range(X.shape[0]):
             _preact_row(Ub, X[i], ph)
-            _row_sums(ph, Vb, wb, uniform, code, ph, acc, col + i * do)
+            _row_sums(ph, Vb, wb, uniform, tag, ph, acc, col + i * do)
 
 
 @njit(fastmath=True, error_model="numpy", cache=True)
-def _stats_block(H, H0, wb, uniform, code, D, acc, col):
+def _stats_block(H, H0, wb, uniform, tag, D, acc, col):
     """Weighted sums of h², (h-h_0)², x², (x-x_0)² per eval input and of x_e x_f."""
     E, m = H.shape
     XE = np.empty((E, m))
     X0 = np.empty(m)
     for e in range(E):
         xe, he, h0 = XE[e], H[e], H0[e]
-        phi_arrays(code, he, xe, D)
-        phi_arrays(code, h0, X0, D)
+        phi_arrays(tag, he, xe, D)
+        phi_arrays(tag, h0, X0, D)
         s_h = s_dh = s_x = s_dx = 0.0
         for j in range(m):
             wj = wb[0] if uniform else wb[j]
@@ -352,7 +362,7 @@ def _store_block(Ab, A, a0):
 
 
 @njit(parallel=True, fastmath=True, error_model="numpy", cache=True)
-def sweep(U, V, w, U0, code, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out):
+def sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out):
     """One fused step; see the module docstring.  ``out`` must be zeroed, shape (nblocks, K).
 
     Each block is first copied into C-ordered float64 scratch: a column
@@ -376,14 +386,23 @@ def sweep(U, V, w, U0, code, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out)
         ph = np.empty(m)
         D = np.empty(m)
         if Xb.shape[0] > 0:
-            _update_block(Ub, Vb, code, Xb, chi, step_u, step_v, D, use_blas)
+            _update_block(Ub, Vb, tag, Xb, chi, step_u, step_v, D, use_blas)
             _store_block(Ub, U, a0)
             _store_block(Vb, V, a0)
-        _forward_sums(Ub, Xn, Vb, wb, uniform, code, use_blas, ph, acc, 0)
+        _forward_sums(Ub, Xn, Vb, wb, uniform, tag, use_blas, ph, acc, 0)
         if stats and E > 0:             # the eval pre-activations serve both sums
             He = _preacts(Ub, Xe, use_blas)
-            _sums_of_rows(He, Vb, wb, uniform, code, ph, acc, Bn * do)
+            _sums_of_rows(He, Vb, wb, uniform, tag, ph, acc, Bn * do)
             H0 = _preacts(_load_block(U0, a0, m), Xe, use_blas)
-            _stats_block(He, H0, wb, uniform, code, D, acc, (Bn + E) * do)
+            _stats_block(He, H0, wb, uniform, tag, D, acc, (Bn + E) * do)
         else:
-            _forward_sums(Ub, Xe, Vb, wb, uniform, code, use_blas, ph, acc, Bn * do)
+            _forward_sums(Ub, Xe, Vb, wb, uniform, tag, use_blas, ph, acc, Bn * do)
+
+
+def warm_up(tag, dtype) -> None:
+    """Compile (or load from the disk cache) the sweep for this φ and storage dtype, on
+    arrays of one particle: the types, not the sizes, select the compiled code."""
+    one = np.zeros((1, 1), dtype)
+    f64 = np.zeros((1, 1))
+    sweep(one, one.copy(), np.ones(1), one.copy(), tag, f64, f64, 0.0, 0.0, f64, f64, False,
+          1, np.zeros((1, 2)))

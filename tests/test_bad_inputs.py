@@ -1,0 +1,386 @@
+"""A sweep of bad inputs across the Python API and the command line.
+
+Every case must fail with the library's own error (a ``tp.TPError``; on the
+command line, a short message and exit status 2) *before any work starts*:
+the engines' step loop is booby-trapped, so a case that began training or
+simulating fails the test even if it errs later.
+"""
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from conftest import D1, d1
+
+import tp_limits as tp
+from tp_limits.cli import main
+from tp_limits.engine.steps import StepLoop
+from tp_limits.experiment import build
+
+MUP1, MUP2 = tp.MLP(tp.mup(1), 2, 1), tp.MLP(tp.mup(2), 2, 1)
+NTP2 = tp.MLP(tp.ntp(2), 2, 1, phi="relu")
+X3 = D1["eval_inputs"]
+NAN = float("nan")
+INF = float("inf")
+
+
+@pytest.fixture(autouse=True)
+def no_work(monkeypatch):
+    def trap(self):
+        raise AssertionError("work started before the bad input was refused")
+        yield  # pragma: no cover
+    monkeypatch.setattr(StepLoop, "__iter__", trap)
+
+
+def closed_pool():
+    pool = ThreadPoolExecutor(1)
+    pool.shutdown()
+    return pool
+
+
+CASES = {}
+
+
+def case(name, fn):
+    assert name not in CASES, name
+    CASES[name] = fn
+
+
+# ---- parametrizations ----------------------------------------------------------------
+for i, (a, b, c, opt) in enumerate([
+        ([0], [0], 0, "sgd"), ([0, 0], [0], 0, "sgd"), ([0, 0], [0, 0], [0], "sgd"),
+        ([0, 0], [0, 0], 0, "lion"), ([0, True], [0, 0], 0, "sgd"), ([0, NAN], [0, 0], 0, "sgd"),
+        ([0, "x y"], [0, 0], 0, "sgd"), ([0, "1//2"], [0, 0], 0, "sgd"),
+        ([0, "oo"], [0, 0], 0, "sgd"), ([0, 0], ["oo", 0], 0, "sgd"), ([0, 0], [0, 0], "oo", "sgd"),
+        ("00", [0, 0], 0, "sgd"), (5, [0, 0], 0, "sgd"), ([0, 0], [0, 0], [0, 0, 0], "sgd"),
+        ([0, 0], [0, 0], None, "sgd"), ([0, 0], [0, 0], 0, None), ([0, 1j], [0, 0], 0, "sgd"),
+        ([0, "1/0"], [0, 0], 0, "sgd"), ([0, "2 %3"], [0, 0], 0, "sgd"),
+        ([0] * 1002, [0] * 1002, 0, "sgd"), ([0, [1]], [0, 0], 0, "sgd"),
+        ([0, -INF], [0, 0], 0, "sgd")]):
+    case(f"ABC-{i}", lambda a=a, b=b, c=c, opt=opt: tp.ABC(a, b, c, optimizer=opt))
+for i, fn in enumerate([
+        lambda: tp.mup(0), lambda: tp.mup(-1), lambda: tp.mup(1.5), lambda: tp.mup("2"),
+        lambda: tp.mup(True), lambda: tp.mup(10 ** 7), lambda: tp.mup(2, form="b"),
+        lambda: tp.mup(2, optimizer="lion"), lambda: tp.mfp(2), lambda: tp.ntp(0),
+        lambda: tp.sp(2, c="1 +"), lambda: tp.sp(2, c=NAN), lambda: tp.ntp(2, c=[0, 1])]):
+    case(f"preset-{i}", fn)
+SYM = tp.sp(2, c="c")
+for i, fn in enumerate([
+        lambda: SYM.classify(), lambda: tp.mup(2).shift([1, 2]), lambda: tp.mup(2).shift("x y"),
+        lambda: tp.mup(2).equivalent(5), lambda: tp.mup(2).equivalent("mup"),
+        lambda: tp.mup(2).subs(d=1), lambda: tp.table([]), lambda: tp.table(5),
+        lambda: tp.table([tp.mup(1), "sp"]), lambda: tp.table([SYM]),
+        lambda: tp.mup(2).predicted_exponents(t=-1),
+        lambda: tp.phase_diagram(tp.sp(1), x="d", y="b_2"),
+        lambda: tp.phase_diagram(tp.sp(1), x="b_7", y="b_2"),
+        lambda: tp.phase_diagram(tp.sp(1), x="c", y="c"),
+        lambda: tp.phase_diagram(tp.sp(1), step="1/1000"),
+        lambda: tp.phase_diagram(tp.sp(1), step=0),
+        lambda: tp.phase_diagram(tp.sp(1), x_range=(2, -2)),
+        lambda: tp.phase_diagram(tp.sp(1), x_range=("a", "b")),
+        lambda: tp.spectral.parametrization([3]), lambda: tp.spectral.parametrization([3, 0, 1]),
+        lambda: tp.spectral.parametrization([3, 8, 1], optimizer="lion"),
+        lambda: tp.spectral.parametrization("3, 8, 1")]):
+    case(f"symbolic-{i}", fn)
+
+# ---- the problem description --------------------------------------------------------
+for i, kw in enumerate([
+        dict(param="mup"), dict(param=SYM), dict(d_in=0), dict(d_in=-1), dict(d_in=2.5),
+        dict(d_in=True), dict(d_out=0), dict(d_out="1"), dict(phi="tahn"), dict(phi=None),
+        dict(phi=np.tanh), dict(sigma=[1, 2]), dict(sigma=-1), dict(sigma=0), dict(sigma=NAN),
+        dict(sigma=INF), dict(sigma="1"), dict(sigma=[1, "a", 2]), dict(lr_mult=[1, 2, 3, 4]),
+        dict(lr_mult=0), dict(lr_mult=-2), dict(readout_multiplier=0),
+        dict(readout_multiplier=NAN), dict(readout_multiplier="2"), dict(output_scale=0),
+        dict(output_scale=-1), dict(output_scale=INF), dict(sigma=True)]):
+    args = dict(param=tp.mup(2), d_in=2)
+    args.update(kw)
+    case(f"MLP-{i}", lambda args=args: tp.MLP(**args))
+GOOD = dict(X=D1["X"], Y=D1["Y"], lr=0.5)
+for i, kw in enumerate([
+        dict(X=[1.0, 0.0, 1.0]), dict(X=np.zeros((3, 2, 1))), dict(X=np.zeros((0, 2))),
+        dict(X=[[1.0, NAN], [0, 1], [1, 0]]), dict(X=[[1.0, INF], [0, 1], [1, 0]]),
+        dict(X=[["a", "b"], ["c", "d"], ["e", "f"]]), dict(X=[[1.0, 0.0], [1.0], [0.0, 1.0]]),
+        dict(Y=D1["Y"][:2]), dict(Y=[[NAN], [1], [1]]), dict(Y=np.zeros((3, 1, 1))),
+        dict(lr=0), dict(lr=-0.1), dict(lr=NAN), dict(lr=INF), dict(lr="fast"), dict(lr=None),
+        dict(loss="hinge"), dict(loss=None), dict(batch_size=0), dict(batch_size=2.5),
+        dict(batch_size=2), dict(steps=0), dict(steps=4), dict(steps=1.5),
+        dict(eval_inputs=np.zeros((2, 3))), dict(eval_inputs=np.zeros((0, 2))),
+        dict(eval_inputs=[[NAN, 0.0]]), dict(eval_inputs=[1.0, 2.0]),
+        dict(loss="xent", Y=np.array([0, -1, 1])), dict(loss="xent", Y=[[0.5, 0.5]] * 3),
+        dict(loss="xent", Y=[[1.0], [2.0], [0.0]])]):
+    args = dict(GOOD)
+    args.update(kw)
+    case(f"Routine-{i}", lambda args=args: tp.Routine(**args))
+case("kernel_points-not-routine", lambda: tp.kernel_points(D1["X"]))
+case("mismatch-d_in", lambda: tp.train_finite(tp.MLP(tp.mup(1), 3, 1), d1(), 16))
+case("mismatch-d_out", lambda: tp.train_finite(tp.MLP(tp.mup(1), 2, 2), d1(), 16))
+case("mismatch-labels", lambda: tp.train_finite(
+    tp.MLP(tp.mup(1), 2, 2), tp.Routine(D1["X"], np.array([0, 2, 1]), lr=0.5, loss="xent"), 16))
+
+# ---- the finite engine ----------------------------------------------------------------
+for i, kw in enumerate([
+        dict(width=0), dict(width=-4), dict(width=2.5), dict(width="64"), dict(width=True),
+        dict(width=10 ** 7), dict(seed=-1), dict(seed=1.5), dict(seed="0"), dict(seed=2 ** 64),
+        dict(backend="tpu"), dict(backend=None), dict(dtype=np.int32), dict(dtype=np.float16),
+        dict(dtype="half"), dict(backprop="random"), dict(optimizer="lion"),
+        dict(record=None), dict(record="stats"), dict(record=("everything",)),
+        dict(record=("stats", 3)), dict(on_divergence="ignore"), dict(on_divergence=True),
+        dict(progress="yes"), dict(progress=None), dict(optimizer="adam", adam_betas=(0.9, 1.0)),
+        dict(optimizer="adam", adam_betas=(-0.1, 0.9)), dict(optimizer="adam", adam_betas=0.9),
+        dict(optimizer="adam", adam_betas=("a", "b")), dict(optimizer="adam", adam_eps=-1e-8),
+        dict(optimizer="adam", adam_eps=NAN), dict(optimizer="adam", adam_eps="small"),
+        dict(divergence_bound=0), dict(divergence_bound=-1), dict(divergence_bound="big"),
+        dict(divergence_bound=INF)]):
+    args = dict(width=16)
+    args.update(kw)
+    case(f"train_finite-{i}", lambda args=args: tp.train_finite(MUP2, d1(), **args))
+case("train_finite-decoupled-L1", lambda: tp.train_finite(MUP1, d1(), 16, backprop="decoupled"))
+case("train_finite-net", lambda: tp.train_finite("mup", d1(), 16))
+case("train_finite-routine", lambda: tp.train_finite(MUP1, D1, 16))
+
+# ---- the limit engines --------------------------------------------------------------
+for i, kw in enumerate([
+        dict(particles=0), dict(particles=1), dict(particles=2.5), dict(particles="many"),
+        dict(particles=10 ** 13), dict(seed=-1), dict(seed="0"), dict(replicates=0),
+        dict(replicates=1.5), dict(replicates=10 ** 6), dict(method="magic"),
+        dict(method="exact"), dict(eval_every=0), dict(eval_every=-1), dict(progress="yes"),
+        dict(dtype=np.float16), dict(dtype=int), dict(record=("stats", "spectral")),
+        dict(record=None), dict(record="stats"), dict(kernel="cuda"), dict(kernel=None),
+        dict(f0="random"), dict(samples=0), dict(backprop="partial"), dict(backprop="decoupled"),
+        dict(on_divergence="ignore"), dict(zdot="adjoint"), dict(zdot="tangent", method="exact"),
+        dict(workers=0), dict(workers=-2), dict(divergence_bound=-1), dict(divergence_bound=0),
+        dict(method="quadrature", particles=10 ** 3), dict(replicates=None),
+        dict(method="quadrature", particles=1)]):
+    case(f"simulate_limit-1-{i}", lambda kw=kw: tp.simulate_limit(MUP1, d1(), **kw))
+for i, kw in enumerate([
+        dict(method="quadrature"), dict(particles=10 ** 12), dict(kernel="cuda"),
+        dict(zdot="adjoint"), dict(dtype=np.float16), dict(workers=0),
+        dict(particles=10 ** 10, zdot="tangent"), dict(record=("spectral",)),
+        dict(eval_every=2.5), dict(seed=None)]):
+    case(f"simulate_limit-2-{i}", lambda kw=kw: tp.simulate_limit(MUP2, d1(), **kw))
+for i, (net, kw) in enumerate([
+        (tp.MLP(tp.mup(3), 2, 1, phi="relu"), dict(zdot="tangent")),
+        (tp.MLP(tp.sp(2), 2, 1), {}), (tp.MLP(tp.sp(1), 2, 1), {}),
+        (tp.MLP(tp.ntp(2, c="-1/2"), 2, 1), {}),
+        (tp.MLP(tp.mup(2, optimizer="adam"), 2, 1), {}),
+        (tp.MLP(tp.mup(1), 2, 1), dict(method="quadrature", particles=20 ** 3)),
+        (tp.MLP(tp.mup(1), 3, 2), dict(method="quadrature")),
+        (NTP2, dict(f0=np.zeros((2, 1)))), (NTP2, dict(f0=np.full((3, 1), NAN))),
+        (NTP2, dict(f0=np.zeros((3, 2)))), (NTP2, dict(f0=5)), (NTP2, dict(f0=None)),
+        (NTP2, dict(backprop="decoupled")), (NTP2, dict(samples=-1))]):
+    case(f"simulate_limit-3-{i}", lambda net=net, kw=kw: tp.simulate_limit(net, d1(), **kw))
+case("simulate_limit-mismatch", lambda: tp.simulate_limit(tp.MLP(tp.mup(1), 3, 1), d1()))
+case("simulate_limit-net", lambda: tp.simulate_limit(None, d1()))
+
+# ---- kernels ----------------------------------------------------------------------------
+for i, fn in enumerate([
+        lambda: tp.nngp(NTP2, np.zeros((2, 3))), lambda: tp.nngp(NTP2, X3, np.zeros((1, 3))),
+        lambda: tp.nngp(NTP2, [1.0, 2.0]), lambda: tp.nngp(NTP2, [[NAN, 0.0]]),
+        lambda: tp.nngp("ntp", X3), lambda: tp.ntk(NTP2, np.zeros((2, 1))),
+        lambda: tp.ntk(tp.MLP(tp.sp(2), 2, 1), X3), lambda: tp.ntk(NTP2, X3, layers=(0,)),
+        lambda: tp.ntk(NTP2, X3, layers=(4,)), lambda: tp.ntk(NTP2, X3, layers=()),
+        lambda: tp.ntk(NTP2, X3, layers=("1",)), lambda: tp.ntk(NTP2, np.zeros((0, 2))),
+        lambda: tp.empirical_ntk(NTP2, X3, width=0), lambda: tp.empirical_ntk(NTP2, X3, width=-1),
+        lambda: tp.empirical_ntk(NTP2, np.zeros((2, 3))),
+        lambda: tp.empirical_ntk(NTP2, X3, np.zeros((1, 5))),
+        lambda: tp.empirical_ntk(NTP2, X3, seed=-1), lambda: tp.empirical_ntk(NTP2, X3,
+                                                                              backend="tpu"),
+        lambda: tp.empirical_ntk("ntp", X3),
+        lambda: tp.initial_outputs(tp.MLP(tp.ntp(2), 3, 1), d1(), 16),
+        lambda: tp.initial_outputs(NTP2, d1(), 0)]):
+    case(f"kernels-{i}", fn)
+
+# ---- studies ------------------------------------------------------------------------------
+for i, kw in enumerate([
+        dict(widths=[64]), dict(widths=[64, 64]), dict(widths=64), dict(widths="64,128"),
+        dict(widths=[0, 64]), dict(widths=[32.5, 64]), dict(seeds=0), dict(seeds=[]),
+        dict(seeds=[1, 1]), dict(seeds=-2), dict(seeds=[-1, 2]), dict(steps=[5]),
+        dict(steps=[0]), dict(steps=3), dict(steps=[]), dict(tolerance=-0.1),
+        dict(tolerance=0), dict(tolerance="loose"), dict(executor="threads"),
+        dict(executor=closed_pool()), dict(record=("nothing",))]):
+    args = dict(widths=[32, 64], executor="serial")
+    args.update(kw)
+    case(f"coord_check-{i}", lambda args=args: tp.coord_check(MUP1, d1(), **args))
+LIM1 = tp.simulate_limit(MUP1, d1(), particles=2_000, replicates=2)
+for i, kw in enumerate([
+        dict(widths=[64]), dict(widths=[64, 64]), dict(widths=64), dict(widths=[-1, 64]),
+        dict(seeds=1), dict(seeds=[3]), dict(seeds=[2, 2]), dict(steps=[7]), dict(steps=2),
+        dict(steps=[-1]), dict(limit="limit.npz"),
+        dict(limit=tp.simulate_limit(MUP1, d1(lr=0.3), particles=2_000, replicates=2)),
+        dict(limit=tp.simulate_limit(tp.MLP(tp.mup(1), 2, 1, phi="relu"), d1(),
+                                     particles=2_000, replicates=2)),
+        dict(limit=LIM1, particles=5), dict(particles=5, limit_kwargs={"particles": 10}),
+        dict(limit=tp.simulate_limit(MUP1, d1(), particles=2_000, replicates=2,
+                                     eval_every=2)),
+        dict(executor="cluster"), dict(executor=closed_pool()), dict(conditioned=True),
+        dict(limit=LIM1, limit_kwargs={"seed": 1})]):
+    args = dict(widths=[32, 64], seeds=2, executor="serial", limit=LIM1)
+    args.update(kw)
+    if "limit_kwargs" in kw and "limit" not in kw:
+        args.pop("limit")
+    case(f"convergence-{i}", lambda args=args: tp.convergence(MUP1, d1(), **args))
+for i, kw in enumerate([dict(widths=[64]), dict(seeds=0), dict(executor="many"),
+                        dict(particles=1), dict(replicates=0)]):
+    args = dict(widths=[32, 64], seeds=1)
+    args.update(kw)
+    case(f"dichotomy-{i}", lambda args=args: tp.dichotomy(d1(), d_in=2, L=1, **args))
+
+# ---- trajectories -------------------------------------------------------------------------
+def finite_traj():
+    from tp_limits.engine.trajectory import Trajectory
+    return Trajectory(np.zeros((2, 1, 1)), np.zeros((1, 1, 1)), np.zeros(1), meta={})
+
+
+for i, level in enumerate([0, 1, 1.5, -0.5, "95%", None, NAN]):
+    case(f"ci-level-{i}", lambda level=level: LIM1.f_eval_ci(level))
+case("ci-finite", lambda: finite_traj().f_eval_ci())
+
+
+def load_bad(tmp_path_factory, content, name="x.npz"):
+    path = tmp_path_factory.mktemp("bad") / name
+    if content is not None:
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            np.savez(path, **content)
+    return tp.Trajectory.load(path)
+
+
+LOADS = {
+    "missing": None, "garbage": b"not a zip", "empty": b"",
+    "foreign": {"x": np.ones(3)},
+    "bad-meta": {"f_eval": np.ones(1), "f_train": np.ones(1), "loss": np.ones(1),
+                 "meta_json": np.array("{bad")},
+    "no-loss": {"f_eval": np.ones(1), "f_train": np.ones(1), "meta_json": np.array("{}")},
+}
+
+# ---- experiment files ------------------------------------------------------------------
+SMALL = {"parametrization": {"preset": "mup", "L": 2}, "data": {"generator": "d1"},
+         "routine": {"lr": 0.5, "steps": 3}, "limit": {"particles": 2_000, "replicates": 2},
+         "finite": {"widths": [32, 64], "seeds": 2, "parallel": False}}
+
+
+def with_(section, **kv):
+    import copy
+    out = copy.deepcopy(SMALL)
+    out.setdefault(section, {}).update(kv)
+    return out
+
+
+for i, cfg in enumerate([
+        with_("model", phy="tanh"), with_("model", phi="tahn"), with_("model", sigma=[1, 2]),
+        with_("model", sigma=-1.0), with_("model", readout_multiplier=0.0),
+        with_("routine", lr="fast"), with_("routine", lr=-1.0), with_("routine", batch_size=0),
+        with_("routine", loss="hinge"), with_("routine", steps=0), with_("limit", particles=1),
+        with_("limit", particles=10 ** 12), with_("limit", replicates=0),
+        with_("limit", workers=0), with_("limit", seed=-1), with_("limit", method="magic"),
+        with_("limit", zdot="adjoint"), with_("limit", dtype="float16"),
+        with_("limit", method="quadrature"), with_("finite", widths=[256]),
+        with_("finite", widths=[0, 32]), with_("finite", widths=[32, 10 ** 7]),
+        with_("finite", seeds=1), with_("finite", seeds=2.5), with_("finite", backend="tpu"),
+        with_("parametrization", preset="sp"), with_("parametrization", optimizer="adam"),
+        with_("parametrization", L=0), with_("parametrization", L=10 ** 6),
+        with_("parametrization", preset="mfp"), with_("parametrization", a=[0, 0, 0]),
+        with_("data", generator="mnist"), with_("data", X=[[1.0, 0.0]]),
+        {**SMALL, "limt": {}}, {k: v for k, v in SMALL.items() if k != "routine"},
+        with_("data", generator=None, X=[[1.0, 0.0], [0.5]], Y=[[1.0], [0.0]]),
+        with_("data", generator=None, X=[[1.0, NAN]], Y=[[1.0]]),
+        with_("data", generator=None, X=[[1.0, 0.0]], Y=[[1.0], [0.0]]),
+        with_("data", d_in=0), with_("data", n_eval=0), with_("experiment", name=5),
+        [1, 2, 3], {"parametrization": 5, "data": {}, "routine": {}}]):
+    case(f"experiment-{i}", lambda cfg=cfg: build(cfg))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_input_gets_a_library_error_before_any_work(name):
+    with pytest.raises(tp.TPError):
+        CASES[name]()
+
+
+@pytest.mark.parametrize("name", sorted(LOADS))
+def test_bad_trajectory_files_are_library_errors(name, tmp_path_factory):
+    with pytest.raises(tp.TPError):
+        load_bad(tmp_path_factory, LOADS[name])
+
+
+def test_save_into_a_missing_folder_is_a_library_error(tmp_path):
+    with pytest.raises(tp.TPError, match="does not exist"):
+        LIM1.save(tmp_path / "nowhere" / "x.npz")
+
+
+# ---- the command line ----------------------------------------------------------------------
+def cli_cases(tmp):
+    bad_utf8 = tmp / "latin1.toml"
+    bad_utf8.write_bytes("[routine]\nlr = 0.5 # caf\xe9\n".encode("latin-1"))
+    bad_toml = tmp / "bad.toml"
+    bad_toml.write_text("[routine\nlr = 0.5\n")
+    good = tmp / "good.toml"
+    good.write_text('[parametrization]\npreset = "mup"\nL = 1\n[data]\ngenerator = "d1"\n'
+                    '[routine]\nlr = 0.5\nsteps = 2\n[limit]\nparticles = 2000\n'
+                    'replicates = 2\n[finite]\nenabled = false\n')
+    busy = tmp / "busy"
+    busy.mkdir()
+    (busy / "old.txt").write_text("a previous run")
+    afile = tmp / "afile"
+    afile.write_text("x")
+    ragged = tmp / "ragged.toml"
+    ragged.write_text('[parametrization]\npreset = "mup"\nL = 1\n[data]\n'
+                      'X = [[1.0, 0.0], [0.5]]\nY = [[1.0], [0.0]]\n[routine]\nlr = 0.5\n')
+    return {
+        "classify-bad-a": ["classify", "--a", "0,x y", "--b", "0,0"],
+        "classify-mfp-L2": ["classify", "mfp", "--L", "2"],
+        "classify-lengths": ["classify", "--a", "0,0,0", "--b", "0,0"],
+        "classify-no-param": ["classify"],
+        "classify-floordiv": ["classify", "--a", "0,1//2", "--b", "0,1/2"],
+        "table-L0": ["table", "--L", "0"],
+        "table-huge": ["table", "--L", "1000000"],
+        "table-L-text": ["table", "--L", "two"],
+        "coord-widths-text": ["coord-check", "mup", "--widths", "abc"],
+        "coord-widths-one": ["coord-check", "mup", "--widths", "64"],
+        "coord-widths-zero": ["coord-check", "mup", "--widths", "0,64"],
+        "coord-plot-missing-folder": ["coord-check", "mup", "--widths", "32,64", "--seeds", "2",
+                                      "--plot", str(tmp / "no" / "cc.png")],
+        "coord-plot-folder": ["coord-check", "mup", "--widths", "32,64", "--plot", str(tmp)],
+        "coord-phi": ["coord-check", "mup", "--phi", "tahn", "--widths", "32,64"],
+        "coord-lr": ["coord-check", "mup", "--lr", "-1", "--widths", "32,64"],
+        "coord-seeds": ["coord-check", "mup", "--seeds", "0", "--widths", "32,64"],
+        "coord-steps": ["coord-check", "mup", "--steps", "0", "--widths", "32,64"],
+        "run-missing": ["run", str(tmp / "nope.toml")],
+        "run-folder": ["run", str(tmp)],
+        "run-latin1": ["run", str(bad_utf8)],
+        "run-bad-toml": ["run", str(bad_toml)],
+        "run-ragged": ["run", str(ragged), "--check"],
+        "run-no-file": ["run"],
+        "run-out-busy": ["run", str(good), "--out", str(busy)],
+        "run-out-file": ["run", str(good), "--out", str(afile)],
+        "demo-out-file": ["demo", "--out", str(afile)],
+        "demo-out-busy": ["demo", "--out", str(busy)],
+        "unknown-command": ["fly"],
+        "unknown-option": ["table", "--fast"],
+    }
+
+
+CLI_NAMES = sorted([
+    "classify-bad-a", "classify-mfp-L2", "classify-lengths", "classify-no-param",
+    "classify-floordiv", "table-L0", "table-huge", "table-L-text", "coord-widths-text",
+    "coord-widths-one", "coord-widths-zero", "coord-plot-missing-folder", "coord-plot-folder",
+    "coord-phi", "coord-lr", "coord-seeds", "coord-steps", "run-missing", "run-folder",
+    "run-latin1", "run-bad-toml", "run-ragged", "run-no-file", "run-out-busy", "run-out-file",
+    "demo-out-file", "demo-out-busy", "unknown-command", "unknown-option"])
+
+
+@pytest.mark.parametrize("name", CLI_NAMES)
+def test_cli_bad_input_is_one_line_and_status_2(name, tmp_path, capsys):
+    argv = cli_cases(tmp_path)[name]
+    try:
+        status = main(argv)
+    except SystemExit as exc:            # argparse's own usage errors
+        status = exc.code
+    err = capsys.readouterr().err
+    assert status == 2, (status, err)
+    assert "Traceback" not in err and 1 <= len(err.strip().splitlines()) <= 3, err
+    assert "error" in err
+
+
+def test_the_sweep_is_large():
+    """The issue asked for at least 300 bad inputs, all refused before any work."""
+    assert len(CASES) + len(LOADS) + 1 + len(CLI_NAMES) >= 300

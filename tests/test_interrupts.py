@@ -1,0 +1,81 @@
+"""Ctrl-C as users meet it: the CLI's main job, interrupted in each phase, ends within
+seconds, keeps what had finished on disk under a summary that says PARTIAL, exits 130
+and prints no traceback (SIGINT sent to the whole process group, as a terminal does)."""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import tp_limits as tp
+
+
+def start_demo(out):
+    env = dict(os.environ, MPLBACKEND="Agg", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "tp_limits", "demo", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            start_new_session=True)
+    text = {"err": "", "out": ""}
+
+    def pump(stream, key):
+        for chunk in iter(lambda: stream.read1(256) if hasattr(stream, "read1")
+                          else stream.read(256), b""):
+            text[key] += chunk.decode("utf-8", "replace")
+    for stream, key in ((proc.stderr, "err"), (proc.stdout, "out")):
+        threading.Thread(target=pump, args=(stream, key), daemon=True).start()
+    return proc, text
+
+
+def wait_for(proc, text, pattern, timeout=240):
+    end = time.time() + timeout
+    while time.time() < end:
+        m = re.search(pattern, text["err"])
+        if m:
+            return m
+        assert proc.poll() is None, text["err"][-2000:]
+        time.sleep(0.2)
+    raise AssertionError(f"{pattern!r} never appeared:\n{text['err'][-2000:]}")
+
+
+def interrupt(proc, text):
+    os.killpg(proc.pid, signal.SIGINT)
+    t0 = time.time()
+    try:
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    time.sleep(0.3)                       # let the reader threads drain the pipes
+    return time.time() - t0
+
+
+@pytest.mark.parametrize("phase", ["limit", "finite networks"])
+def test_ctrl_c_in_the_demo_keeps_the_finished_work(phase, tmp_path):
+    out = tmp_path / "demo"
+    proc, text = start_demo(out)
+    if phase == "limit":
+        wait_for(proc, text, r"limit \(monte_carlo\):\s+\d+%.*\| *[1-9]\d*/128")
+    else:
+        wait_for(proc, text, r"finite networks:\s+\d+%.*\| *([4-9]|\d\d)/48")
+    elapsed = interrupt(proc, text)
+    assert elapsed < 10, elapsed
+    assert proc.returncode == 130, text["err"][-2000:]
+    assert "Traceback" not in text["err"] and "Traceback" not in text["out"]
+    assert "interrupted" in text["err"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is False and summary["interrupted"].startswith("during the")
+    assert (out / "summary.md").read_text().count("PARTIAL") >= 1
+    limit = tp.Trajectory.load(out / "trajectories" / "limit.npz")
+    if phase == "limit":
+        assert limit.meta["interrupted"] and not list((out / "trajectories").glob("finite_*"))
+    else:
+        assert limit.steps == 16 and not limit.meta["interrupted"]
+        finished = list((out / "trajectories").glob("finite_*.npz"))
+        assert len(finished) >= 4
+        assert all(not tp.Trajectory.load(f).meta["interrupted"] for f in finished)
+    assert not list(tmp_path.glob(".demo.incomplete"))

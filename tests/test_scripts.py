@@ -1,0 +1,56 @@
+"""The README's examples as users run them: from a plain script, with and without an
+``if __name__ == "__main__":`` guard (a spawned process pool re-runs an unguarded script)."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+BODY = """
+import numpy as np
+import tp_limits as tp
+X = np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 0.0]]); Y = np.array([[1.0], [-1.0], [1.0]])
+data = tp.Routine(X, Y, lr=0.5)
+print("top level ran")
+"""
+CALLS = {
+    "coord_check": "tp.coord_check(tp.MLP(tp.mup(1), 2, 1), data, widths=[32, 64], seeds=2)",
+    "convergence": "tp.convergence(tp.MLP(tp.mup(1), 2, 1), data, widths=[32, 64], seeds=2, "
+                   "particles=2_000)",
+    "simulate_limit(workers=2)": "tp.simulate_limit(tp.MLP(tp.mup(2), 2, 1), data, "
+                                 "particles=2_000, replicates=2, workers=2)",
+}
+
+
+def run_script(tmp_path, code):
+    path = tmp_path / "script.py"
+    path.write_text(code)
+    env = dict(os.environ, MPLBACKEND="Agg")
+    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_unguarded_script_runs_serially_with_a_message(name, tmp_path):
+    res = run_script(tmp_path, BODY + CALLS[name] + "\nprint('done')\n")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.count("top level ran") == 1 and "done" in res.stdout
+    assert 'if __name__ == "__main__"' in res.stderr and "serially" in res.stderr
+
+
+def test_guarded_script_uses_the_process_pool(tmp_path):
+    code = BODY + textwrap.dedent(f"""
+        def main():
+            {CALLS['coord_check']}
+            print("done")
+
+        if __name__ == "__main__":
+            main()
+        """)
+    res = run_script(tmp_path, code)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "serially" not in res.stderr
+    # the workers import the script as a module: its top level runs once per worker too,
+    # which is exactly why the guard is needed
+    assert res.stdout.count("top level ran") >= 2 and "done" in res.stdout
