@@ -118,7 +118,7 @@ def test_cli_reports_errors_with_status_2(tmp_path, capsys):
     assert "not valid TOML" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", sorted(GENERATORS))
+@pytest.mark.parametrize("name", sorted(set(GENERATORS) - {"digits"}))
 def test_generators_are_deterministic_and_finite(name):
     d_out = 3 if name == "blobs" else 1
     a = GENERATORS[name](12, 2, d_out, 3, 0.1, 5)
@@ -236,3 +236,41 @@ def test_divergence_on_the_command_line_gives_cli_advice(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "diverged at step" in err and "routine.lr" in err and "on_divergence" not in err
     assert "Traceback" not in err and not (tmp_path / "out").exists()
+
+
+def test_digits_generator_gives_held_out_targets():
+    a = GENERATORS["digits"](20, 2, 3, 15, 0.0, 4)
+    X, y, E, Ye = a
+    assert X.shape == (20, 64) and E.shape == (15, 64) and set(Ye) <= {0, 1, 2}
+    assert np.array_equal(X, GENERATORS["digits"](20, 2, 3, 15, 0.0, 4)[0])
+    cfg = {"parametrization": {"preset": "mup", "L": 1},
+           "data": {"generator": "digits", "d_out": 3, "n_eval": 15},
+           "routine": {"lr": 1.0, "loss": "xent", "batch_size": 4, "steps": 3},
+           "limit": {"particles": 2_000, "replicates": 2}, "finite": {"enabled": False}}
+    exp = build(cfg)
+    assert exp.routine.eval_targets.shape == (15,) and exp.net.d_in == 64
+    with pytest.raises(ExperimentError, match="digits"):
+        build(with_(cfg, "data", d_in=16))
+
+
+def test_sweep_command_writes_the_optima(tmp_path, capsys):
+    toml = ROOT / "examples" / "experiments" / "lr_sweep_digits.toml"
+    assert main(["sweep", str(toml), "--check"]) == 0
+    out = tmp_path / "sweep"
+    assert main(["sweep", str(toml), "--out", str(out), "--serial"]) == 0
+    text = capsys.readouterr().out
+    assert "optimal lr" in text and "inf" in text
+    info = json.loads((out / "sweep.json").read_text())
+    assert info["complete"] and set(info["optimal_lr"]) == {"64", "256", "1024", "inf"}
+    rows = (out / "records.csv").read_text().splitlines()
+    assert rows[0] == "width,lr,seed,value,diverged" and len(rows) == 1 + 7 * 3 * 4 + 7 * 4
+    assert (out / "figures" / "sweep.png").stat().st_size > 10_000
+    plain = tmp_path / "plain.toml"
+    plain.write_text('[parametrization]\npreset = "mup"\nL = 1\n[data]\ngenerator = "d1"\n'
+                     '[routine]\nlr = 0.5\n')
+    assert main(["sweep", str(plain), "--out", str(tmp_path / "x")]) == 2
+    assert "no [sweep] section" in capsys.readouterr().err
+    bad = tmp_path / "bad.toml"
+    bad.write_text(plain.read_text() + "[sweep]\nlrs = [0.1, 0.2]\n")
+    assert main(["sweep", str(bad), "--check"]) == 2
+    assert "at least three" in capsys.readouterr().err

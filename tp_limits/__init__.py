@@ -5,25 +5,29 @@
 * problem spec: :class:`MLP`, :class:`Routine`;
 * engines: :func:`simulate_limit` (infinite width), :func:`train_finite`
   (width n), both -> :class:`Trajectory`;
-* analysis: :func:`coord_check`, :func:`convergence`, :func:`dichotomy`.
+* analysis: :func:`coord_check`, :func:`convergence`, :func:`dichotomy`,
+  :func:`lr_sweep`;
+* data: :mod:`datasets` (real data sets shipped by installed packages).
 """
+from . import datasets
 from ._version import __version__
 from .abc import ABC, Classification, mfp, mup, ntp, sp, spectral, table
 from .analysis.convergence import convergence
 from .analysis.coord_check import coord_check
 from .analysis.dichotomy import dichotomy
+from .analysis.lr_sweep import LRSweep, lr_sweep
 from .analysis.phase_diagram import phase_diagram
 from .engine.trajectory import Trajectory
 from .errors import (
-                     BackendUnavailableError,
-                     DivergenceError,
-                     InvalidParametrizationError,
-                     MemoryBudgetError,
-                     SpecError,
-                     SymbolicParametrizationError,
-                     TPError,
-                     UnstableParametrizationError,
-                     UnsupportedError,
+    BackendUnavailableError,
+    DivergenceError,
+    InvalidParametrizationError,
+    MemoryBudgetError,
+    SpecError,
+    SymbolicParametrizationError,
+    TPError,
+    UnstableParametrizationError,
+    UnsupportedError,
 )
 from .finite import empirical_ntk, initial_outputs, train_finite
 from .limit import nngp, ntk, simulate_limit
@@ -33,6 +37,7 @@ __all__ = [
     "ABC", "Classification", "mfp", "mup", "ntp", "sp", "table", "phase_diagram", "spectral",
     "MLP", "Routine", "train_finite", "simulate_limit", "nngp", "ntk", "empirical_ntk",
     "initial_outputs", "kernel_points", "Trajectory", "coord_check", "convergence", "dichotomy",
+    "lr_sweep", "LRSweep", "datasets",
     "TPError", "InvalidParametrizationError", "SymbolicParametrizationError",
     "UnstableParametrizationError", "SpecError", "DivergenceError", "MemoryBudgetError",
     "BackendUnavailableError", "UnsupportedError", "__version__",

@@ -7,6 +7,7 @@
     tp-limits coord-check mup --L 2              finite-width coordinate check
     tp-limits demo [--out DIR]                   the built-in experiment (main job)
     tp-limits run experiment.toml [--out DIR]    a user's experiment file
+    tp-limits sweep experiment.toml [--out DIR]  its [sweep]: learning rates at each width and ∞
 
 Errors are one line on stderr with exit status 2; Ctrl-C ends a run within
 seconds, writes what had finished (its summary says PARTIAL) and exits 130.
@@ -125,6 +126,33 @@ def _cmd_run(args) -> int:
     return _run_experiment(exp, args.out, "serial" if args.serial else None, args.force)
 
 
+def _cmd_sweep(args) -> int:
+    from .experiment import load, run_sweep, write_sweep_report
+    from .experiment.report import check_output_folder
+
+    exp = load(args.config)
+    if not exp.sweep:
+        raise TPError(f"{args.config} has no [sweep] section (give sweep.lrs = [...])")
+    check_output_folder(args.out, args.force)
+    if args.check:
+        print(f"{args.config}: valid sweep ({len(exp.sweep['lrs'])} learning rates, widths "
+              f"{list(exp.sweep['widths'])}, metric {exp.sweep['metric']})")
+        return 0
+    s = exp.sweep
+    print(f"{exp.name}\n  {exp.net.param.label}, L = {exp.net.L}, phi = {exp.net.phi}; "
+          f"{len(s['lrs'])} learning rates x widths {list(s['widths'])} x {s['seeds']} seeds"
+          + (" + the limit" if s["limit"] else ""))
+    res = run_sweep(exp, progress=True, executor="serial" if args.serial else None)
+    files = write_sweep_report(res, args.out, force=args.force)
+    if not res.complete:
+        print(f"tp-limits: interrupted; wrote the PARTIAL sweep ({len(files)} files) to "
+              f"{args.out}/", file=sys.stderr)
+        return 130
+    print(res.sweep.table().text())
+    print(f"wrote {len(files)} files to {args.out}/ (summary.md, records.csv, figures/)")
+    return 0
+
+
 def _widths(text: str) -> list:
     """--widths: comma-separated positive integers (argparse reports a bad one)."""
     try:
@@ -180,22 +208,30 @@ def build_parser() -> argparse.ArgumentParser:
     pk.set_defaults(func=_cmd_coord_check)
 
     pd = sub.add_parser("demo", help="the built-in experiment: muP L=2 tanh, limit vs widths")
-    pd.add_argument("--out", default="tp_limits_demo", help="output folder (default %(default)s)")
-    pd.add_argument("--serial", action="store_true", help="no process pool")
-    pd.add_argument("--force", action="store_true",
-                    help="replace the contents of a non-empty --out folder")
+    _add_output_args(pd, "tp_limits_demo")
     pd.set_defaults(func=_cmd_demo)
 
     pr = sub.add_parser("run", help="run an experiment file (TOML; see docs/cli.md)")
     pr.add_argument("config", nargs="?", help="path of the experiment .toml")
-    pr.add_argument("--out", default="tp_limits_run", help="output folder (default %(default)s)")
+    _add_output_args(pr, "tp_limits_run")
     pr.add_argument("--check", action="store_true", help="validate only, run nothing")
     pr.add_argument("--schema", action="store_true", help="print the file schema and exit")
-    pr.add_argument("--serial", action="store_true", help="no process pool")
-    pr.add_argument("--force", action="store_true",
-                    help="replace the contents of a non-empty --out folder")
     pr.set_defaults(func=_cmd_run)
+
+    ps = sub.add_parser("sweep", help="the learning-rate sweep of an experiment file's [sweep]")
+    ps.add_argument("config", help="path of the experiment .toml (with a [sweep] section)")
+    _add_output_args(ps, "tp_limits_sweep")
+    ps.add_argument("--check", action="store_true", help="validate only, run nothing")
+    ps.set_defaults(func=_cmd_sweep)
     return ap
+
+
+def _add_output_args(parser, default_out: str) -> None:
+    """The options every command that writes a folder shares."""
+    parser.add_argument("--out", default=default_out, help="output folder (default %(default)s)")
+    parser.add_argument("--serial", action="store_true", help="no process pool")
+    parser.add_argument("--force", action="store_true",
+                        help="replace the contents of a non-empty --out folder")
 
 
 _VALUE_OPTIONS = ("--a", "--b", "--c")

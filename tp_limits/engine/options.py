@@ -95,13 +95,24 @@ def check_seeds(seeds, name: str = "seeds", minimum: int = 1) -> tuple:
     return out
 
 
+def _dask_client(obj) -> bool:
+    """A Dask ``distributed.Client``, recognized without importing Dask."""
+    return type(obj).__name__ == "Client" and hasattr(obj, "get_executor") and \
+        type(obj).__module__.startswith("distributed")
+
+
 def check_executor(executor):
-    """None (a local process pool), 'serial', or an open concurrent.futures.Executor."""
-    if executor is None or executor == "serial":
+    """None (a local process pool), 'serial', an open concurrent.futures.Executor, or an
+    open Dask ``distributed.Client`` (returned as its Executor)."""
+    if executor is None or (isinstance(executor, str) and executor == "serial"):
         return executor
+    if _dask_client(executor):
+        if getattr(executor, "status", "running") in ("closed", "closing"):
+            raise SpecError(f"the Dask client {executor!r} is closed; pass an open one")
+        return executor.get_executor()
     if not isinstance(executor, Executor):
-        raise SpecError(f"executor must be None, 'serial' or a concurrent.futures.Executor, "
-                        f"got {executor!r}")
+        raise SpecError(f"executor must be None, 'serial', a concurrent.futures.Executor or a "
+                        f"Dask distributed.Client, got {executor!r}")
     if getattr(executor, "_shutdown", False) or getattr(executor, "_shutdown_thread", False):
         raise SpecError(f"executor {executor!r} has been shut down; pass an open one")
     return executor

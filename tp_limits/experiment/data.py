@@ -7,7 +7,10 @@ Generators (all deterministic for a given ``seed``):
   regression task whose inputs have O(1) norm, as the limit theory assumes;
 * ``blobs``: d_out classes with centres on the unit sphere, inputs
   centre + noise·ε, integer labels (for ``xent``);
-* ``d1``: data D1 of docs/theory.md §9, repeated to fill the steps.
+* ``d1``: data D1 of docs/theory.md §9, repeated to fill the steps;
+* ``digits``: scikit-learn's 8x8 digits of the first ``d_out`` classes
+  (:func:`tp_limits.datasets.digits`), the training split in order and the
+  first ``n_eval`` test images, with their labels, for evaluation.
 """
 from __future__ import annotations
 
@@ -54,7 +57,19 @@ def d1(rows: int, d_in: int, d_out: int, n_eval: int, noise: float, seed: int):
         np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 1.0]])
 
 
-GENERATORS = {"teacher": teacher, "blobs": blobs, "d1": d1}
+def digits(rows: int, d_in: int, d_out: int, n_eval: int, noise: float, seed: int):
+    """(X, labels, eval_inputs, eval_labels) from :func:`tp_limits.datasets.digits`."""
+    from ..datasets import digits as load
+    data = load(classes=d_out, seed=seed)
+    idx = np.arange(rows) % len(data.X_train)
+    if n_eval > len(data.X_test):
+        raise ExperimentError(f"data.n_eval = {n_eval} exceeds the {len(data.X_test)} test "
+                              "images of these classes")
+    return (data.X_train[idx], data.y_train[idx], data.X_test[:n_eval],
+            data.y_test[:n_eval])
+
+
+GENERATORS = {"teacher": teacher, "blobs": blobs, "d1": d1, "digits": digits}
 DEFAULT_GENERATED_STEPS = 16
 
 
@@ -76,7 +91,7 @@ def _array(value, key: str, base: Path) -> np.ndarray:
 
 
 def load_data(data: dict, routine: dict, base: Path):
-    """(X, Y, eval_inputs or None, steps) from a validated [data] section.
+    """(X, Y, eval_inputs or None, eval_targets or None, steps) from a validated [data] section.
 
     Relative paths are resolved against ``base`` (the experiment file's folder).
     """
@@ -88,9 +103,10 @@ def load_data(data: dict, routine: dict, base: Path):
             raise ExperimentError(f"data.generator = {data['generator']!r} is not built in; "
                                   f"choose one of {', '.join(GENERATORS)}")
         steps = steps or DEFAULT_GENERATED_STEPS
-        X, Y, E = gen(steps * B, data["d_in"], data["d_out"], data["n_eval"], data["noise"],
-                      data["seed"])
-        return X, Y, E, steps
+        out = gen(steps * B, data["d_in"], data["d_out"], data["n_eval"], data["noise"],
+                  data["seed"])
+        X, Y, E = out[:3]
+        return X, Y, E, (out[3] if len(out) > 3 else None), steps
     if data["file"] is not None:
         path = (base / data["file"]).expanduser()
         try:
@@ -102,6 +118,9 @@ def load_data(data: dict, routine: dict, base: Path):
         if missing:
             raise ExperimentError(f"data.file {path} must hold arrays X and Y "
                                   f"(missing {sorted(missing)})")
-        return arrays["X"], arrays["Y"], arrays.get("eval_inputs"), steps
+        return (arrays["X"], arrays["Y"], arrays.get("eval_inputs"), arrays.get("eval_targets"),
+                steps)
     E = None if data["eval_inputs"] is None else _array(data["eval_inputs"], "eval_inputs", base)
-    return _array(data["X"], "X", base), _array(data["Y"], "Y", base), E, steps
+    Ye = (None if data["eval_targets"] is None
+          else _array(data["eval_targets"], "eval_targets", base))
+    return _array(data["X"], "X", base), _array(data["Y"], "Y", base), E, Ye, steps

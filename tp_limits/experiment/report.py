@@ -271,27 +271,16 @@ def check_output_folder(out, force: bool = False) -> Path:
     return out
 
 
-def write_report(res: ExperimentResult, out, force: bool = False) -> list:
-    """Write every output into folder ``out``; returns the relative paths written.
-
-    Files go to a staging folder beside ``out`` first; only when all are
-    written does it replace ``out`` (an existing non-empty ``out`` needs
-    ``force``).  On failure the staging folder is left, named as incomplete.
-    """
+def _staged(out, force: bool, write) -> list:
+    """Run ``write(folder) -> files`` into a staging folder beside ``out`` and move it into
+    place only when it returned; on failure the staging folder is left, named incomplete."""
     out = check_output_folder(out, force)
     stage = out.parent / f".{out.name}.incomplete"
     if stage.exists():
         shutil.rmtree(stage)
     stage.mkdir(parents=True)
     try:
-        files = _figures(res, stage / "figures") + _trajectories(res, stage / "trajectories")
-        files += ["summary.md", "summary.json", "config.json"]
-        s = summary(res)
-        (stage / "config.json").write_text(json.dumps(res.experiment.config, indent=2,
-                                                      default=str), encoding="utf-8")
-        (stage / "summary.json").write_text(json.dumps(s, indent=2, default=str),
-                                            encoding="utf-8")
-        (stage / "summary.md").write_text(_markdown(res, s, files), encoding="utf-8")
+        files = write(stage)
     except BaseException as exc:
         raise ExperimentError(f"writing the report failed ({type(exc).__name__}: {exc}); what "
                               f"was written is in {stage}, which is incomplete") from exc
@@ -299,6 +288,66 @@ def write_report(res: ExperimentResult, out, force: bool = False) -> list:
         shutil.rmtree(out)
     os.replace(stage, out)
     return files
+
+
+def write_report(res: ExperimentResult, out, force: bool = False) -> list:
+    """Write every output into folder ``out``; returns the relative paths written.
+
+    Files go to a staging folder beside ``out`` first; only when all are
+    written does it replace ``out`` (an existing non-empty ``out`` needs
+    ``force``).  On failure the staging folder is left, named as incomplete.
+    """
+    def write(stage):
+        files = _figures(res, stage / "figures") + _trajectories(res, stage / "trajectories")
+        files += ["summary.md", "summary.json", "config.json"]
+        s = summary(res)
+        _json(stage / "config.json", res.experiment.config)
+        _json(stage / "summary.json", s)
+        (stage / "summary.md").write_text(_markdown(res, s, files), encoding="utf-8")
+        return files
+    return _staged(out, force, write)
+
+
+def _json(path: Path, obj) -> None:
+    path.write_text(json.dumps(obj, indent=2, default=str), encoding="utf-8")
+
+
+def write_sweep_report(res, out, force: bool = False) -> list:
+    """The learning-rate sweep's records (CSV), optima (JSON), figure and summary."""
+    sw, exp = res.sweep, res.experiment
+
+    def write(stage):
+        import matplotlib.pyplot as plt
+        (stage / "figures").mkdir()
+        lines = ["width,lr,seed,value,diverged"] + [
+            f"{r['width']},{r['lr']!r},{r['seed']},{r['value']!r},{str(r['diverged']).lower()}"
+            for r in sw.records]
+        (stage / "records.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        _json(stage / "sweep.json", {
+            "name": exp.name, "complete": res.complete, "metric": sw.metric, "goal": sw.goal,
+            "lrs": list(sw.lrs), "widths": list(sw.widths),
+            "optimal_lr": {str(k): list(v) for k, v in sw.optimal_lr.items()},
+            "no_limit": sw.no_limit or None, "wall_time_s": res.wall_time_s})
+        _json(stage / "config.json", exp.config)
+        fig = sw.plot()
+        fig.savefig(stage / "figures" / "sweep.png", dpi=110)
+        plt.close(fig)
+        head = [f"# {exp.name}: learning-rate sweep", ""]
+        if not res.complete:
+            head += ["**PARTIAL RESULT: the sweep was interrupted.** The table holds the runs "
+                     "that had finished.", ""]
+        text = head + [
+            f"Parametrization **{exp.net.param.label}** (L = {exp.net.L}), φ = {exp.net.phi}; "
+            f"metric **{sw.metric}** ({'lower' if sw.goal == 'min' else 'higher'} is better); "
+            f"{len(sw.lrs)} learning rates from {min(sw.lrs):g} to {max(sw.lrs):g}.", "",
+            sw.table().markdown(), "",
+            "Optimal learning rate per width with its 95 % interval (from the seeds' spread; "
+            "the limit's from its replicates, or exact for deterministic limits).", "",
+            f"Wall time: {res.wall_time_s:.1f} s.", "",
+            "Files: `records.csv`, `sweep.json`, `config.json`, `figures/sweep.png`.", ""]
+        (stage / "summary.md").write_text("\n".join(text), encoding="utf-8")
+        return ["records.csv", "sweep.json", "config.json", "figures/sweep.png", "summary.md"]
+    return _staged(out, force, write)
 
 
 def console_table(res: ExperimentResult) -> str:

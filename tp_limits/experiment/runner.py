@@ -25,6 +25,7 @@ except ModuleNotFoundError:      # Python 3.10
 
 from ..abc.presets import from_options
 from ..analysis.convergence import ConvergenceStudy, convergence
+from ..analysis.lr_sweep import LRSweep, check_sweep, lr_sweep
 from ..engine.trajectory import Trajectory
 from ..errors import TPError
 from ..finite.train import check_finite_options
@@ -48,6 +49,7 @@ class Experiment:
     finite: dict                 # widths, seeds, backend, parallel; {} when disabled
     source: str                  # where the configuration came from
     config: dict = field(repr=False, default_factory=dict)   # the resolved configuration
+    sweep: dict = field(default_factory=dict)   # lr_sweep settings; {} without [sweep]
 
 
 @dataclass(frozen=True)
@@ -105,12 +107,12 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
     p, m, r = cfg["parametrization"], cfg["model"], cfg["routine"]
     try:
         param = from_options(**p)
-        X, Y, E, steps = load_data(cfg["data"], r, Path(base))
+        X, Y, E, Ye, steps = load_data(cfg["data"], r, Path(base))
         net = MLP(param, d_in=np.shape(X)[1] if np.ndim(X) == 2 else 1, d_out=_d_out(cfg["data"], Y),
                   phi=m["phi"], sigma=m["sigma"], lr_mult=m["lr_mult"],
                   readout_multiplier=m["readout_multiplier"], output_scale=m["output_scale"])
         routine = Routine(X, Y, lr=r["lr"], loss=r["loss"], batch_size=r["batch_size"],
-                          steps=steps, eval_inputs=E)
+                          steps=steps, eval_inputs=E, eval_targets=Ye)
     except ExperimentError:
         raise
     except TPError as exc:
@@ -136,8 +138,20 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
                                  np.float64, "exact", None, _record(finite), "raise", False)
     except TPError as exc:
         raise ExperimentError(f"{source}: {exc}") from None
+    sweep = {}
+    sw = cfg["sweep"]
+    if sw["lrs"] is not None:
+        sweep = {"lrs": tuple(float(x) for x in sw["lrs"]),
+                 "widths": tuple(sw["widths"] or fin["widths"]), "seeds": sw["seeds"],
+                 "metric": sw["metric"], "limit": sw["limit"],
+                 "particles": lim["particles"], "replicates": lim["replicates"]}
+        try:
+            check_sweep(net, routine, **sweep)
+        except TPError as exc:
+            raise ExperimentError(f"{source}: [sweep]: {exc}") from None
     ex = cfg["experiment"]
-    return Experiment(ex["name"], ex["description"], net, routine, limit, finite, source, cfg)
+    return Experiment(ex["name"], ex["description"], net, routine, limit, finite, source, cfg,
+                      sweep)
 
 
 def _record(finite: dict) -> tuple:
@@ -187,3 +201,30 @@ def run(exp: Experiment, progress: bool = True, executor=None) -> ExperimentResu
                                f"of {study.finished.size} had finished")
         times["finite"] = time.perf_counter() - started
     return ExperimentResult(exp, k, limit, study, times, interrupted)
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    experiment: Experiment
+    sweep: LRSweep
+    wall_time_s: float
+
+    @property
+    def complete(self) -> bool:
+        return not self.sweep.interrupted
+
+
+def run_sweep(exp: Experiment, progress: bool = True, executor=None) -> SweepResult:
+    """The learning-rate sweep of ``exp``'s [sweep] section (:func:`tp_limits.lr_sweep`)."""
+    if not exp.sweep:
+        raise ExperimentError(f"{exp.source} has no [sweep] section with lrs = [...]")
+    s = exp.sweep
+    if executor is None and exp.finite and not exp.finite["parallel"]:
+        executor = "serial"
+    started = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="lr_sweep interrupted")
+        sweep = lr_sweep(exp.net, exp.routine, s["lrs"], widths=s["widths"], seeds=s["seeds"],
+                         limit=s["limit"], metric=s["metric"], particles=s["particles"],
+                         replicates=s["replicates"], executor=executor, progress=progress)
+    return SweepResult(exp, sweep, time.perf_counter() - started)

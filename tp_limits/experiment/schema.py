@@ -67,6 +67,7 @@ _CHECKS = {
     "number": (_is_number, "a number"),
     "ints": (lambda v: isinstance(v, list) and bool(v) and all(_is_int(x) for x in v),
              "a non-empty list of integers"),
+    "numbers": (_is_vector, "a non-empty list of numbers"),
     "number|numbers": (lambda v: _is_number(v) or _is_vector(v),
                        "a number or a list of numbers (one per layer)"),
     "exponents": (lambda v: isinstance(v, list) and bool(v) and all(_is_exponent(x) for x in v),
@@ -107,11 +108,15 @@ SCHEMA: dict = {
     "data": {
         "generator": Key("str", None,
                          "built-in data: 'teacher' (regression on the unit sphere), "
-                         "'blobs' (classes for xent) or 'd1' (data D1 of docs/theory.md §9)",
-                         choices=("teacher", "blobs", "d1")),
+                         "'blobs' (classes for xent), 'd1' (data D1 of docs/theory.md §9) or "
+                         "'digits' (scikit-learn's 8x8 digits, d_out classes, test-split "
+                         "targets; the extra 'data')",
+                         choices=("teacher", "blobs", "d1", "digits")),
         "X": Key("array", None, "training inputs, rows in training order"),
         "Y": Key("array", None, "training targets (rows), or integer labels for xent"),
         "eval_inputs": Key("array", None, "evaluation inputs (default: distinct training inputs)"),
+        "eval_targets": Key("array", None, "targets of the evaluation inputs (held-out loss "
+                                           "and accuracy)"),
         "file": Key("str", None, ".npz file with arrays X, Y and optionally eval_inputs"),
         "d_in": Key("int", 2, "generators: input dimension"),
         "d_out": Key("int", 1, "generators: outputs (teacher) or classes (blobs)"),
@@ -139,6 +144,15 @@ SCHEMA: dict = {
         "dtype": Key("str", "float64", "storage precision: 'float64' or 'float32'",
                      choices=DTYPES),
         "workers": Key("int", 1, "deep Monte Carlo: processes for the replicates"),
+    },
+    "sweep": {
+        "lrs": Key("numbers", None, "learning rates to sweep (tp-limits sweep; at least three)"),
+        "widths": Key("ints", None, "finite widths of the sweep (default: finite.widths)"),
+        "seeds": Key("int", 4, "seeds per (width, learning rate)"),
+        "metric": Key("str", "final_loss", "what is optimized: final_loss, eval_loss or "
+                                           "eval_accuracy", choices=("final_loss", "eval_loss",
+                                                                     "eval_accuracy")),
+        "limit": Key("bool", True, "also sweep the infinite-width limit"),
     },
     "finite": {
         "enabled": Key("bool", True, "train finite networks"),
@@ -227,6 +241,11 @@ def _check_combinations(cfg: dict) -> None:
             d[k] != SCHEMA["data"][k].default for k in ("d_in", "d_out", "n_eval", "noise", "seed")):
         raise ExperimentError("data 'd1' is fixed (d_in = 2, d_out = 1, three evaluation "
                               "inputs, no noise): leave out d_in, d_out, n_eval, noise and seed")
+    if d["generator"] == "digits" and (d["d_in"] != SCHEMA["data"]["d_in"].default or d["noise"]):
+        raise ExperimentError("data 'digits' has d_in = 64 and no noise: leave out d_in and "
+                              "noise (d_out is the number of classes, 2..10)")
+    if d["eval_targets"] is not None and d["X"] is None:
+        raise ExperimentError("data.eval_targets go with inline data (X, Y, eval_inputs)")
     for key in ("d_in", "d_out", "n_eval"):
         if d[key] < 1:
             raise ExperimentError(f"data.{key} must be >= 1, got {d[key]}")

@@ -15,6 +15,7 @@ import numpy as np
 from ..engine.options import (
     check_divergence_bound,
     check_dtype,
+    check_executor,
     check_on_divergence,
     check_progress,
     check_record,
@@ -53,6 +54,7 @@ class LimitOptions:
     zdot: str = "stein"
     workers: int = 1
     divergence_bound: float | None = DIVERGENCE_BOUND
+    executor: object = None
 
     @classmethod
     def of(cls, **given) -> "LimitOptions":
@@ -93,6 +95,8 @@ class LimitOptions:
             check_choice(o["zdot"], "zdot", ZDOT)
         if "workers" in o:
             o["workers"] = check_int(o["workers"], "workers", 1, 4096)
+        if "executor" in o:
+            o["executor"] = check_executor(o["executor"])
         if "divergence_bound" in o:
             o["divergence_bound"] = check_divergence_bound(o["divergence_bound"])
         return cls(**o)

@@ -32,47 +32,54 @@ def combine(runs: list, replicates: int) -> LimitResult:
         info={**first.info, "replicates_completed": len(runs)})
 
 
-def _in_processes(task, seeds, workers: int, on_done):
-    """``task(ss)`` for each seed sequence in a process pool -> (finished runs, interrupted).
+def _on_pool(pool, task, seeds, on_done):
+    """``task(ss)`` for each seed sequence on ``pool`` -> (finished runs in order, interrupted).
 
-    Ctrl-C reaches only this process (the workers ignore it): the replicates
-    that finished are kept, the others are cancelled and their workers stopped.
+    Ctrl-C reaches only this process (local workers ignore it): the replicates
+    that finished are kept and the others cancelled.
     """
     runs = []
-    with process_pool(workers) as pool:
-        futures = submit_all(pool, task, [(ss,) for ss in seeds])
-        try:
-            for fut in futures:
-                runs.append(fut.result())
-                on_done()
-        except KeyboardInterrupt:
-            terminate(pool)
-            return runs, True
+    futures = submit_all(pool, task, [(ss,) for ss in seeds])
+    try:
+        for fut in futures:
+            runs.append(fut.result())
+            on_done()
+    except KeyboardInterrupt:
+        for fut in futures:
+            fut.cancel()
+        return runs, True
     return runs, False
 
 
 def run_replicates(run_one, seed: int, replicates: int, task=None, workers: int = 1,
-                   on_done=lambda: None) -> LimitResult | None:
+                   on_done=lambda: None, executor=None) -> LimitResult | None:
     """Run ``run_one(rng)`` ``replicates`` times and combine the runs.
 
-    With ``workers > 1`` and a picklable ``task(seed_sequence)``, replicates run
-    in that many processes (each with one BLAS and Numba thread); ``on_done``
-    is called as each finishes.  The seeds are the same either way, so the
-    result does not depend on ``workers``.  None when Ctrl-C came before any
-    replicate finished.
+    With a picklable ``task(seed_sequence)``, the replicates can run elsewhere:
+    on ``executor`` (a concurrent.futures Executor, e.g. a Dask client's) or,
+    with ``workers > 1``, in that many local processes (each with one BLAS and
+    Numba thread); ``on_done`` is called as each finishes.  The seeds are the
+    same either way, so the result does not depend on where the replicates ran.
+    None when Ctrl-C came before any replicate finished.
     """
     seeds = np.random.SeedSequence(seed).spawn(replicates)
     runs, interrupted = [], False
-    if workers > 1 and replicates > 1 and task is not None and \
+    remote = executor is not None and executor != "serial"
+    if task is not None and replicates > 1 and remote:
+        runs, interrupted = _on_pool(executor, task, seeds, on_done)
+    elif task is not None and replicates > 1 and workers > 1 and \
             default_pool_is_safe("the replicates"):
-        runs, interrupted = _in_processes(task, seeds, min(workers, replicates), on_done)
-        bad = [i for i, r in enumerate(runs) if r.interrupted or r.diverged]
-        runs = runs[: bad[0] + 1] if bad else runs
+        with process_pool(min(workers, replicates)) as pool:
+            runs, interrupted = _on_pool(pool, task, seeds, on_done)
+            if interrupted:
+                terminate(pool)
     else:
         for ss in seeds:
             runs.append(run_one(np.random.default_rng(ss)))
             if runs[-1].interrupted or runs[-1].diverged:
                 break
+    bad = [i for i, r in enumerate(runs) if r.interrupted or r.diverged]
+    runs = runs[: bad[0] + 1] if bad else runs
     if not runs:
         return None                        # interrupted before any replicate finished
     out = runs[0] if len(runs) == 1 else combine(runs, replicates)

@@ -103,11 +103,16 @@ class LimitResult:
             self.diverged = {"step": int(bad[0]), "layer": None, "quantity": "loss"}
             self.completed = int(bad[0])
 
-    def to_trajectory(self, meta: dict, record_stats: bool = True) -> Trajectory:
+    def to_trajectory(self, meta: dict, record_stats: bool = True, problem=None) -> Trajectory:
+        """The Trajectory of the completed steps; with ``problem``, its held-out loss and
+        accuracy too (when the routine has eval targets)."""
         done = self.completed
         stats = self.moments.to_stats(done + 1) if (record_stats and self.moments) else {}
-        if self.f_eval_samples is not None:
-            stats["f_eval_samples"] = self.f_eval_samples[:, : done + 1]
+        samples = None if self.f_eval_samples is None else self.f_eval_samples[:, : done + 1]
+        if samples is not None:
+            stats["f_eval_samples"] = samples
+        if problem is not None:
+            stats.update(problem.eval_metrics(self.f_eval[: done + 1], samples))
         return Trajectory(f_eval=self.f_eval[: done + 1], f_train=self.f_train[:done],
                           loss=self.loss[:done], stats=stats, meta=meta,
                           f_eval_se=self.f_eval_se[: done + 1])

@@ -63,7 +63,7 @@ class LimitPlan:
             eval_steps=[s for s in o.eval_steps(p.T) if s <= res.completed],
             se_method=res.se_method, se_dof=res.se_dof)
         meta.update(res.info)
-        return res.to_trajectory(meta, o.record_stats)
+        return res.to_trajectory(meta, o.record_stats, p)
 
 
 def prepare_limit(net: MLP, routine: Routine, **options) -> LimitPlan:
@@ -80,7 +80,8 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
                    kernel: str = "numba", f0="sample", samples: int = 64,
                    backprop: str = "exact", on_divergence: str = "raise",
                    zdot: str = "stein", workers: int = 1,
-                   divergence_bound: float | None = DIVERGENCE_BOUND) -> Trajectory:
+                   divergence_bound: float | None = DIVERGENCE_BOUND,
+                   executor=None) -> Trajectory:
     """Simulate the infinite-width training dynamics; returns a :class:`Trajectory`.
 
     Parameters
@@ -110,9 +111,11 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
         sampled hats; time ∝ T², the default) or 'tangent' (forward-mode
         derivatives per particle; exact given the particles, time ∝ T³,
         memory ∝ T²; smooth φ only).  ``meta["zdot"]`` records it.
-    workers : deep Monte Carlo: run the replicates in this many processes
+    workers : Monte Carlo: run the replicates in this many local processes
         (each with one BLAS and Numba thread; same seeds, same result as
         ``workers=1``).  Worth it when one run cannot keep every core busy.
+    executor : Monte Carlo: run the replicates on this concurrent.futures
+        Executor or Dask ``distributed.Client`` instead (same seeds, same result).
     on_divergence : 'raise' a DivergenceError naming the step and quantity, or
         'stop' and return the steps before it with ``meta["diverged"]`` set.
     divergence_bound : an output whose magnitude exceeds this counts as a
@@ -130,4 +133,5 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
                          method=method, eval_every=eval_every, progress=progress, dtype=dtype,
                          record=record, kernel=kernel, f0=f0, samples=samples,
                          backprop=backprop, on_divergence=on_divergence, zdot=zdot,
-                         workers=workers, divergence_bound=divergence_bound).run()
+                         workers=workers, divergence_bound=divergence_bound,
+                         executor=executor).run()

@@ -30,6 +30,7 @@ class Problem:
             raise SpecError(f"X has {self.routine.d_in} columns but the network has "
                             f"d_in = {self.net.d_in}")
         self.targets            # noqa: B018  (checks the targets against d_out now)
+        self.eval_targets       # noqa: B018
 
     @cached_property
     def targets(self) -> np.ndarray:
@@ -37,6 +38,40 @@ class Problem:
         Y = np.array(self.routine.targets(self.net.d_out)[: self.T * self.B], dtype=np.float64)
         Y.setflags(write=False)
         return Y
+
+    @cached_property
+    def eval_targets(self) -> np.ndarray | None:
+        """The held-out targets as a float (E, d_out) matrix, or None."""
+        if self.routine.eval_targets is None:
+            return None
+        Y = np.array(self.routine.targets(self.net.d_out, "eval_targets"), dtype=np.float64)
+        Y.setflags(write=False)
+        return Y
+
+    def eval_metrics(self, f_eval: np.ndarray, samples: np.ndarray | None = None) -> dict:
+        """Held-out loss (and, for xent, accuracy) at each row of f_eval (T+1, E, d_out).
+
+        ``eval_loss[t]`` is the mean of ℓ(f_t(ζ_e), y_e) over the eval inputs;
+        ``eval_accuracy[t]`` the fraction with argmax f_t(ζ_e) = the label.  With
+        ``samples`` (S, T+1, E, d_out) — a limit that is random through f_0 —
+        both are means over the samples.  NaN at steps not evaluated; {} when the
+        routine has no eval targets.
+        """
+        if self.eval_targets is None:
+            return {}
+        F = f_eval[None] if samples is None else samples
+        Y = self.eval_targets
+        S, T1 = F.shape[:2]
+        flat = F.reshape(S * T1, *F.shape[2:])
+        with np.errstate(invalid="ignore", over="ignore"):
+            loss = np.array([np.mean(self.loss.value(f, Y, np)) for f in flat])
+        loss = loss.reshape(S, T1).mean(axis=0)
+        evaluated = np.all(np.isfinite(f_eval), axis=(1, 2))
+        out = {"eval_loss": np.where(evaluated, loss, np.nan)}
+        if self.routine.loss == "xent":
+            hit = (np.argmax(F, axis=-1) == np.argmax(Y, axis=-1)).mean(axis=(0, 2))
+            out["eval_accuracy"] = np.where(evaluated, hit, np.nan)
+        return out
 
     @property
     def T(self) -> int:

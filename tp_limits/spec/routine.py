@@ -26,7 +26,10 @@ class Routine:
     shape (T·B, d_out) (``mse``; a 1-D Y means d_out = 1) or holds integer
     class labels / one-hot rows (``xent``).  ``steps`` defaults to
     len(X) // B.  ``eval_inputs`` (E, d_in) defaults to the distinct training
-    inputs in order of first appearance.
+    inputs in order of first appearance.  ``eval_targets`` (optional, in Y's
+    format, one row per eval input) makes both engines report the held-out
+    loss and, for ``xent``, the accuracy at every evaluated step
+    (``Trajectory.stats["eval_loss"]``, ``["eval_accuracy"]``).
     """
 
     X: np.ndarray
@@ -36,9 +39,10 @@ class Routine:
     batch_size: int
     steps: int
     eval_inputs: np.ndarray
+    eval_targets: np.ndarray | None
 
     def __init__(self, X, Y, lr: float, loss: str = "mse", batch_size: int = 1, steps=None,
-                 eval_inputs=None):
+                 eval_inputs=None, eval_targets=None):
         get_loss(loss)
         X = as_matrix(X, "X")
         B = check_int(batch_size, "batch_size")
@@ -56,6 +60,13 @@ class Routine:
         E = as_matrix(eval_inputs, "eval_inputs")
         if E.shape[1] != X.shape[1]:
             raise SpecError(f"eval_inputs have dimension {E.shape[1]} but X has {X.shape[1]}")
+        if eval_targets is not None:
+            eval_targets = self._targets(eval_targets, loss, len(E), "eval_targets",
+                                         "eval_inputs")
+            if (eval_targets.ndim == 2) != (Y.ndim == 2) or (
+                    Y.ndim == 2 and eval_targets.shape[1] != Y.shape[1]):
+                raise SpecError("eval_targets must have the format of Y (the same number of "
+                                "columns, or class labels for both)")
         object.__setattr__(self, "X", X)
         object.__setattr__(self, "Y", Y)
         object.__setattr__(self, "lr", finite_positive(lr, "lr"))
@@ -63,9 +74,10 @@ class Routine:
         object.__setattr__(self, "batch_size", B)
         object.__setattr__(self, "steps", steps)
         object.__setattr__(self, "eval_inputs", E)
+        object.__setattr__(self, "eval_targets", eval_targets)
 
     @staticmethod
-    def _targets(Y, loss: str, n: int) -> np.ndarray:
+    def _targets(Y, loss: str, n: int, name: str = "Y", rows_of: str = "X") -> np.ndarray:
         arr = np.asarray(Y)
         if loss == "xent" and arr.ndim in (1, 2) and (arr.ndim == 1 or arr.shape[1] == 1) \
                 and np.issubdtype(arr.dtype, np.integer):
@@ -77,28 +89,37 @@ class Routine:
         else:
             if arr.ndim == 1:
                 arr = arr[:, None]
-            out = as_matrix(arr, "Y")
+            out = as_matrix(arr, name)
             if loss == "xent" and not (np.all((out == 0) | (out == 1))
                                        and np.all(out.sum(axis=1) == 1)):
-                raise SpecError("xent targets must be integer labels or one-hot rows")
+                raise SpecError(f"xent {name} must be integer labels or one-hot rows")
         if len(out) != n:
-            raise SpecError(f"Y has {len(out)} rows but X has {n}")
+            raise SpecError(f"{name} has {len(out)} rows but {rows_of} has {n}")
         return out
 
     @property
     def d_in(self) -> int:
         return self.X.shape[1]
 
-    def targets(self, d_out: int) -> np.ndarray:
-        """Targets as a float (rows, d_out) matrix (one-hot for class labels)."""
-        if self.Y.ndim == 1:
-            if self.Y.max(initial=0) >= d_out:
-                raise SpecError(f"class label {int(self.Y.max())} needs d_out > {int(self.Y.max())}, "
-                                f"but the network has d_out = {d_out}")
-            return np.eye(d_out)[self.Y]
-        if self.Y.shape[1] != d_out:
-            raise SpecError(f"Y has {self.Y.shape[1]} columns but the network has d_out = {d_out}")
-        return np.asarray(self.Y)
+    def with_lr(self, lr: float) -> "Routine":
+        """The same routine with another base learning rate η."""
+        return Routine(self.X, self.Y, lr=lr, loss=self.loss, batch_size=self.batch_size,
+                       steps=self.steps, eval_inputs=self.eval_inputs,
+                       eval_targets=self.eval_targets)
+
+    def targets(self, d_out: int, which: str = "Y") -> np.ndarray:
+        """Targets (``which``: "Y" or "eval_targets") as a float (rows, d_out) matrix
+        (one-hot for class labels)."""
+        Y = self.Y if which == "Y" else self.eval_targets
+        if Y.ndim == 1:
+            if Y.max(initial=0) >= d_out:
+                raise SpecError(f"class label {int(Y.max())} in {which} needs d_out > "
+                                f"{int(Y.max())}, but the network has d_out = {d_out}")
+            return np.eye(d_out)[Y]
+        if Y.shape[1] != d_out:
+            raise SpecError(f"{which} has {Y.shape[1]} columns but the network has "
+                            f"d_out = {d_out}")
+        return np.asarray(Y)
 
     def rows(self, t: int) -> slice:
         """The rows of X and Y that step t trains on."""

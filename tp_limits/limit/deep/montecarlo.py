@@ -270,7 +270,7 @@ class MonteCarloEngine(FeatureLearningEngine):
     def run(self, on_step) -> LimitResult:
         o, spec = self.options, self.spec
         res = run_replicates(lambda rng: run_once(spec, rng, on_step), o.seed, o.replicates,
-                             task=_Task(spec), workers=o.workers,
+                             task=_Task(spec), workers=o.workers, executor=o.executor,
                              on_done=lambda: [on_step(t) for t in range(spec.problem.T)])
         if res is None:                    # Ctrl-C before any worker's replicate finished
             p = spec.problem

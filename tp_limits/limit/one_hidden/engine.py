@@ -20,6 +20,9 @@ Three engines share this description:
 """
 from __future__ import annotations
 
+import copy
+from dataclasses import replace
+
 import numpy as np
 
 from ...engine.memory import require_particles
@@ -88,7 +91,9 @@ class ParticleEngine(FeatureLearningEngine):
                          "nodes_per_coordinate": self.nodes}
         else:
             self.particles = antithetic_count(options.particles, self.const.readout_init)
-            require_particles(self.particles, per, "the particles")
+            at_once = min(options.workers, options.replicates)     # replicates held at once
+            require_particles(self.particles, per * at_once, "the particles"
+                              + (f" in {at_once} worker processes" if at_once > 1 else ""))
             self.bar_total = problem.T * options.replicates
             self.info = {"kernel": options.kernel, "particles": self.particles}
 
@@ -138,14 +143,21 @@ class ParticleEngine(FeatureLearningEngine):
             res.info = dict(self.info)
             return res
 
-        def run_one(rng):
-            U, V, w = antithetic_particles(self.particles, d, do, c.sigma[0], c.sigma[1],
-                                           c.readout_init, rng, o.dtype)
-            return self._sweeps(U, V, w, on_step)
-
-        res = run_replicates(run_one, o.seed, o.replicates)
+        res = run_replicates(lambda rng: self.run_once(rng, on_step), o.seed, o.replicates,
+                             task=_Replicate(self), workers=o.workers, executor=o.executor,
+                             on_done=lambda: [on_step(t) for t in range(p.T)])
+        if res is None:                    # Ctrl-C before any worker's replicate finished
+            res = LimitResult.empty(p.T, p.E, p.B, do, 1 if self.stats else None)
+            res.interrupted, res.se_method = True, "none: interrupted before any replicate"
         res.info = {**self.info, **res.info}
         return res
+
+    def run_once(self, rng, on_step=lambda t: None) -> LimitResult:
+        """One Monte Carlo run from antithetic particles drawn with ``rng``."""
+        p, o, c = self.problem, self.options, self.const
+        U, V, w = antithetic_particles(self.particles, p.net.d_in, p.net.d_out, c.sigma[0],
+                                       c.sigma[1], c.readout_init, rng, o.dtype)
+        return self._sweeps(U, V, w, on_step)
 
     def _sweeps(self, U, V, w, on_step) -> LimitResult:
         """Run the particle system once (one sweep per step) from particles (U, V, w)."""
@@ -208,3 +220,14 @@ class ParticleEngine(FeatureLearningEngine):
                          "use replicates > 1 for the full Monte Carlo error)")
         res.se_dof = nb - 1
         return res.finish(loop)
+
+
+class _Replicate:
+    """Picklable ``task(seed_sequence)``: one Monte Carlo run in a worker process."""
+
+    def __init__(self, engine: ParticleEngine):
+        self.engine = copy.copy(engine)        # without the executor: it stays here
+        self.engine.options = replace(engine.options, executor=None, workers=1)
+
+    def __call__(self, seed_seq) -> LimitResult:
+        return self.engine.run_once(np.random.default_rng(seed_seq))

@@ -1,0 +1,132 @@
+"""Learning-rate sweeps (tp.lr_sweep): optima per width and in the limit, metrics, data,
+executors (a Dask cluster included) and bad input."""
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from conftest import D1, d1
+
+import tp_limits as tp
+
+LINEAR = tp.MLP(tp.mup(2), 2, 1, phi="id")
+
+
+def repeated_d1(times=4):
+    return tp.Routine(np.tile(D1["X"], (times, 1)), np.tile(D1["Y"], (times, 1)), lr=0.1,
+                      eval_inputs=D1["eval_inputs"])
+
+
+def test_exact_limit_optimum_to_one_part_in_a_million():
+    """Deep linear μP: the limit's optimal η comes from a 1-D minimizer, not the grid."""
+    from scipy.optimize import minimize_scalar
+    r = repeated_d1()
+    sw = tp.lr_sweep(LINEAR, r, np.geomspace(0.05, 1.0, 7), progress=False)
+    lr, lo, hi = sw.optimal_lr["inf"]
+    assert lo == lr == hi and sw.values("inf").shape == (7, 1)
+
+    def final_loss(eta):
+        return tp.simulate_limit(LINEAR, r.with_lr(eta)).loss[-1]
+    ref = minimize_scalar(final_loss, bracket=(0.2, 0.27, 0.35), method="brent", tol=1e-12).x
+    assert abs(lr / ref - 1) < 1e-6, (lr, ref)
+
+
+def test_finite_optima_approach_the_limits():
+    r = repeated_d1()
+    widths = [64, 256, 1024, 2048]
+    sw = tp.lr_sweep(LINEAR, r, np.geomspace(0.22, 0.33, 11), widths=widths, seeds=6,
+                     progress=False)
+    lim = sw.optimal_lr["inf"][0]
+    gap = [abs(np.log(sw.optimal_lr[w][0] / lim)) for w in widths]
+    rate = np.polyfit(np.log(widths), np.log(gap), 1)[0]
+    assert rate < -0.3, (rate, gap)
+    lr, lo, hi = sw.optimal_lr[widths[-1]]
+    assert lo <= lim <= hi                              # the widest agrees within its interval
+    assert [row[0] for row in sw.table().rows] == ["64", "256", "1024", "2048", "inf"]
+    df = sw.to_pandas()
+    assert set(df.columns) == {"width", "lr", "seed", "value", "diverged"}
+    assert len(df) == 11 * 6 * 4 + 11
+    fig = sw.plot()
+    assert len(fig.axes) == 2 and fig.axes[1].get_yscale() == "log"
+
+
+def test_divergence_counts_as_worst_and_sp_has_no_limit():
+    r = repeated_d1(6)
+    sp = tp.MLP(tp.sp(2), 2, 1, phi="tanh")
+    sw = tp.lr_sweep(sp, r, [0.01, 0.1, 1.0, 30.0], widths=[32, 128], seeds=2,
+                     executor="serial", progress=False)
+    assert "inf" not in sw.optimal_lr and "unstable" in sw.no_limit
+    assert sw.table().rows[-1][0] == "inf" and sw.table().rows[-1][4] == sw.no_limit
+    hot = [rec for rec in sw.records if rec["lr"] == 30.0]
+    assert all(rec["diverged"] and rec["value"] == np.inf for rec in hot)
+    assert all(sw.optimal_lr[w][0] < 30.0 for w in (32, 128))
+
+
+def test_held_out_metrics_on_real_digits():
+    data = tp.datasets.digits(classes=3, n_train=64, seed=1)
+    assert data.X_train.shape == (64, 64) and set(np.unique(data.y_test)) == {0, 1, 2}
+    assert abs(np.mean(np.linalg.norm(data.X_train, axis=1)) - 1) < 0.2   # unit-scale inputs
+    r = data.routine(lr=0.5, batch_size=8, steps=6, n_eval=30)
+    net = tp.MLP(tp.mup(1), data.d_in, 3, phi="tanh")
+    tr = tp.train_finite(net, r, 256, seed=0, record=())
+    assert tr.stats["eval_accuracy"].shape == (7,) and tr.stats["eval_loss"][-1] < np.log(3)
+    lim = tp.simulate_limit(net, r, particles=4_000, replicates=2)
+    assert np.all(np.isfinite(lim.stats["eval_loss"])) and 0 <= lim.stats["eval_accuracy"][-1] <= 1
+    sw = tp.lr_sweep(net, r, [0.1, 0.5, 2.0], widths=[64, 128], seeds=2, metric="eval_accuracy",
+                     replicates=2, particles=2_000, executor="serial", progress=False)
+    assert sw.goal == "max" and set(sw.optimal_lr) == {64, 128, "inf"}
+
+
+def test_a_dask_cluster_gives_exactly_the_serial_sweep():
+    distributed = pytest.importorskip(
+        "distributed", reason="Dask's distributed is not installed (pip install -e \".[dask]\")")
+    r = repeated_d1(2)
+    kw = dict(widths=[32, 64], seeds=2, limit=False, progress=False)
+    lrs = [0.1, 0.3, 0.9]
+    serial = tp.lr_sweep(LINEAR, r, lrs, executor="serial", **kw)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        remote = tp.lr_sweep(LINEAR, r, lrs, executor=client, **kw)
+        cc = tp.coord_check(tp.MLP(tp.mup(1), 2, 1), d1(), [32, 64], seeds=2, executor=client,
+                            record=("stats",))
+        lim = tp.simulate_limit(tp.MLP(tp.mup(2), 2, 1), d1(), particles=1_000, replicates=2,
+                                executor=client)
+    assert remote.records == serial.records
+    assert cc.records == tp.coord_check(tp.MLP(tp.mup(1), 2, 1), d1(), [32, 64], seeds=2,
+                                        executor="serial", record=("stats",)).records
+    same = tp.simulate_limit(tp.MLP(tp.mup(2), 2, 1), d1(), particles=1_000, replicates=2)
+    assert np.array_equal(lim.f_eval, same.f_eval)
+    with pytest.raises(tp.SpecError, match="closed"):
+        tp.lr_sweep(LINEAR, r, lrs, executor=client, **kw)
+
+
+def test_replicates_on_any_executor_give_the_same_limit():
+    net = tp.MLP(tp.mup(1), 2, 1)
+    a = tp.simulate_limit(net, d1(), particles=2_000, replicates=3)
+    with ThreadPoolExecutor(2) as pool:
+        b = tp.simulate_limit(net, d1(), particles=2_000, replicates=3, executor=pool)
+    c = tp.simulate_limit(net, d1(), particles=2_000, replicates=3, workers=2)
+    assert np.array_equal(a.f_eval, b.f_eval) and np.array_equal(a.f_eval, c.f_eval)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(lrs=[]), "at least three"), (dict(lrs=[0.1, 0.2]), "at least three"),
+    (dict(lrs=[0.1, 0.0, 0.3]), "positive"), (dict(lrs=[0.1, -1.0, 0.3]), "positive"),
+    (dict(lrs=0.1), "list of learning rates"), (dict(metric="accuracy"), "metric"),
+    (dict(metric="eval_loss"), "eval_targets"), (dict(metric="eval_accuracy"), "eval_targets"),
+    (dict(executor="cluster"), "executor"), (dict(replicates=1), "replicates"),
+    (dict(limit=False, widths=()), "nothing to sweep"), (dict(widths=[32, 0]), "width"),
+])
+def test_bad_sweeps_are_refused_before_any_work(kwargs, match):
+    args = dict(lrs=[0.1, 0.2, 0.4], widths=[32, 64], executor="serial", progress=False)
+    args.update(kwargs)
+    lrs = args.pop("lrs")
+    with pytest.raises(tp.TPError, match=match):
+        tp.lr_sweep(LINEAR, d1(), lrs, **args)
+
+
+def test_closed_executor_is_refused():
+    pool = ThreadPoolExecutor(1)
+    pool.shutdown()
+    with pytest.raises(tp.SpecError, match="shut down"):
+        tp.lr_sweep(LINEAR, d1(), [0.1, 0.2, 0.4], widths=[32, 64], executor=pool)
