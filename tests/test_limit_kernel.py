@@ -214,7 +214,7 @@ def test_conditioned_f0_must_fit_the_kernel_points():
 def test_kernel_regime_networks_track_kernel_gd(param):
     """Each network vs kernel GD started from its own f_0: error ~ n^{-1/2}."""
     net = tp.MLP(param, 2, 1, phi="relu")
-    study = tp.convergence(net, tp.Routine(lr=0.5, **D1), [512, 1024, 2048, 4096, 8192],
+    study = tp.convergence(net, tp.Routine(lr=0.5, **D1), [256, 512, 1024, 2048, 4096],
                            seeds=12)
     assert study.conditioned and study.limit is None
     assert -0.6 <= study.exponent <= -0.4, (study.exponent, study.exponent_ci)
