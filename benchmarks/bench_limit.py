@@ -28,6 +28,7 @@ from numba import njit, prange
 
 from tp_limits.limit.one_hidden.columns import n_columns
 from tp_limits.limit.one_hidden.fastmath import fast_tanh
+from tp_limits.limit.one_hidden.state import hyperparameters
 from tp_limits.limit.one_hidden.sweep import block_size, phi_tag, sweep
 from tp_limits.limit.one_hidden.sweep_numpy import sweep_numpy
 
@@ -104,7 +105,8 @@ def run(N, d, B, E, numpy_too):
 
     def numba_step():
         out[:] = 0.0
-        sweep(U, V, w, U, phi_tag("tanh"), Xb, chi, 0.1, 0.1, Xn, Xe, False, block, out)
+        sweep(U, V, w, U, phi_tag("tanh"), Xb, chi, 0.1, 0.1, Xn, Xe, False, block, out,
+              np.zeros((0, d, 1), U.dtype), np.zeros((0, 1, 1), U.dtype), hyperparameters())
 
     t_nb = timed(numba_step)
     t_np = (timed(lambda: sweep_numpy(U, V, w, U, "tanh", Xb, chi, 0.1, 0.1, Xn, Xe, False,

@@ -121,18 +121,31 @@ for i, kw in enumerate([
         dict(width=0), dict(width=-4), dict(width=2.5), dict(width="64"), dict(width=True),
         dict(width=10 ** 7), dict(seed=-1), dict(seed=1.5), dict(seed="0"), dict(seed=2 ** 64),
         dict(backend="tpu"), dict(backend=None), dict(dtype=np.int32), dict(dtype=np.float16),
-        dict(dtype="half"), dict(backprop="random"), dict(optimizer="lion"),
+        dict(dtype="half"), dict(backprop="random"),
         dict(record=None), dict(record="stats"), dict(record=("everything",)),
         dict(record=("stats", 3)), dict(on_divergence="ignore"), dict(on_divergence=True),
-        dict(progress="yes"), dict(progress=None), dict(optimizer="adam", adam_betas=(0.9, 1.0)),
-        dict(optimizer="adam", adam_betas=(-0.1, 0.9)), dict(optimizer="adam", adam_betas=0.9),
-        dict(optimizer="adam", adam_betas=("a", "b")), dict(optimizer="adam", adam_eps=-1e-8),
-        dict(optimizer="adam", adam_eps=NAN), dict(optimizer="adam", adam_eps="small"),
+        dict(progress="yes"), dict(progress=None),
         dict(divergence_bound=0), dict(divergence_bound=-1), dict(divergence_bound="big"),
         dict(divergence_bound=INF)]):
     args = dict(width=16)
     args.update(kw)
     case(f"train_finite-{i}", lambda args=args: tp.train_finite(MUP2, d1(), **args))
+# ---- optimizers (width-free hyperparameters, checked against the parametrization) ------
+for i, fn in enumerate([
+        lambda: tp.SGD(momentum=-0.1), lambda: tp.SGD(momentum=1.0), lambda: tp.SGD(momentum="high"),
+        lambda: tp.SGD(momentum=NAN), lambda: tp.SGD(weight_decay=-1e-4),
+        lambda: tp.SGD(weight_decay=INF), lambda: tp.SGD(weight_decay=True),
+        lambda: tp.Adam(betas=(0.9, 1.0)), lambda: tp.Adam(betas=(-0.1, 0.9)),
+        lambda: tp.Adam(betas=0.9), lambda: tp.Adam(betas=("a", "b")),
+        lambda: tp.Adam(betas=(0.9, 0.99, 0.9)), lambda: tp.Adam(eps=-1e-8),
+        lambda: tp.Adam(eps=NAN), lambda: tp.Adam(eps="small"), lambda: tp.Adam(weight_decay=-1),
+        lambda: tp.Routine(lr=0.5, optimizer="adam", **D1),
+        lambda: tp.Routine(lr=0.5, optimizer=tp.SGD, **D1),
+        lambda: tp.train_finite(MUP2, tp.Routine(lr=0.5, optimizer=tp.Adam(), **D1), 16),
+        lambda: tp.simulate_limit(MUP2, tp.Routine(lr=0.5, optimizer=tp.Adam(), **D1)),
+        lambda: tp.train_finite(tp.MLP(tp.mup(2, optimizer="adam"), 2, 1),
+                                tp.Routine(lr=0.5, optimizer=tp.SGD(momentum=0.9), **D1), 16)]):
+    case(f"optimizer-{i}", fn)
 case("train_finite-decoupled-L1", lambda: tp.train_finite(MUP1, d1(), 16, backprop="decoupled"))
 case("train_finite-net", lambda: tp.train_finite("mup", d1(), 16))
 case("train_finite-routine", lambda: tp.train_finite(MUP1, D1, 16))

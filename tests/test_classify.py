@@ -105,6 +105,10 @@ def test_S6_per_layer_shift():
     s5 = tp.mup(3)
     assert s5.shift(["1/2", 0, 0, "-1/2"]) == s6
     a, b = s5.classify().to_dict(), s6.classify().to_dict()
+    # the decay exponents are c_l and move with c (w-space units); the W-space shrink
+    # η_l n^{-c_l} λ n^{c_l} is the same in both forms
+    assert a.pop("weight_decay_exponents") == ["0", "0", "0", "0"]
+    assert b.pop("weight_decay_exponents") == ["-1", "0", "0", "1"]
     for key in ("a", "b", "c", "name"):
         a.pop(key), b.pop(key)
     assert a == b

@@ -6,6 +6,7 @@ from numba import njit
 
 from tp_limits.limit.one_hidden.columns import n_columns
 from tp_limits.limit.one_hidden.fastmath import fast_tanh
+from tp_limits.limit.one_hidden.state import hyperparameters
 from tp_limits.limit.one_hidden.sweep import (
     BLAS_MIN_B,
     BLAS_MIN_D,
@@ -34,6 +35,11 @@ def test_fast_tanh_within_4_ulp():
     assert ulp.max() <= 4
 
 
+def _plain(d, do):
+    """The optimizer-state arguments of plain SGD: no state rows."""
+    return np.zeros((0, d, 1)), np.zeros((0, do, 1)), hyperparameters()
+
+
 def _random_state(rng, d, do, N):
     U = rng.standard_normal((d, N))
     return U, rng.standard_normal((do, N)), U + 0.1 * rng.standard_normal((d, N))
@@ -56,11 +62,55 @@ def test_sweep_matches_numpy_twin(phi, d, B, Bn, E, stats, weighted):
     nb = (N + block - 1) // block
     out = np.zeros((nb, n_columns(Bn, E, do, stats)))
     U1, V1, U2, V2 = U.copy(), V.copy(), U.copy(), V.copy()
-    sweep(U1, V1, w, U0, phi_tag(phi), Xb, chi, 0.3, 0.2, Xn, Xe, stats, block, out)
+    sweep(U1, V1, w, U0, phi_tag(phi), Xb, chi, 0.3, 0.2, Xn, Xe, stats, block, out,
+          *_plain(d, do))
     ref = sweep_numpy(U2, V2, w, U0, phi, Xb, chi, 0.3, 0.2, Xn, Xe, stats, block)
     assert np.allclose(U1, U2, rtol=1e-12, atol=1e-13)
     assert np.allclose(V1, V2, rtol=1e-12, atol=1e-13)
     assert out.shape == ref.shape and np.allclose(out, ref, rtol=1e-11, atol=1e-13)
+
+
+HEAVY = hyperparameters(momentum=0.9, decay_u=0.05, decay_v=0.02)
+
+
+def _adam(t):
+    return hyperparameters(decay_u=0.05, decay_v=0.02, beta1=0.9, beta2=0.99, eps=1e-3,
+                           bias1=1 - 0.9 ** t, bias2=1 - 0.99 ** t, lr_u=0.1, lr_v=0.07)
+
+
+@pytest.mark.parametrize("phi", ["tanh", "relu", "gelu"])
+@pytest.mark.parametrize("d, B, step_u", [(3, 2, 0.3), (2, 1, 0.0), (BLAS_MIN_D, BLAS_MIN_B, 0.3),
+                                          (5, 5, 0.3)])
+@pytest.mark.parametrize("k", [1, 2])
+def test_optimizer_state_sweep_matches_numpy_twin(phi, d, B, step_u, k):
+    """k = 1: heavy-ball buffers with decay (M ← μ M + δ Z + increment, Z ← Z − M);
+    k = 2: Adam moments with decoupled decay — the kernel's in-place state update
+    against the NumPy twin over three steps (so old state counts); step_u = 0 is a
+    layer whose gradient updates vanish but which still decays."""
+    rng = np.random.default_rng(d * 7 + B + 100 * k)
+    do, N, block, Bn, E = 2, 3001, 512, 1, 2
+    U, V, U0 = _random_state(rng, d, do, N)
+    w = np.full(1, 1 / N)
+    SU, SV = 0.1 * rng.standard_normal((k, d, N)), 0.1 * rng.standard_normal((k, do, N))
+    if k == 2:
+        SU[1], SV[1] = SU[1] ** 2, SV[1] ** 2               # second moments are >= 0
+    states = [[U.copy(), V.copy(), SU.copy(), SV.copy()] for _ in range(2)]
+    nb = (N + block - 1) // block
+    for t in range(1, 4):
+        hp = HEAVY if k == 1 else _adam(t)
+        Xb, chi = rng.standard_normal((B, d)), rng.standard_normal((B, do))
+        Xn, Xe = rng.standard_normal((Bn, d)), rng.standard_normal((E, d))
+        out = np.zeros((nb, n_columns(Bn, E, do, False)))
+        u, v, su, sv = states[0]
+        sweep(u, v, w, U0, phi_tag(phi), Xb, chi, step_u, 0.2, Xn, Xe, False, block, out,
+              su, sv, hp)
+        u2, v2, su2, sv2 = states[1]
+        ref = sweep_numpy(u2, v2, w, U0, phi, Xb, chi, step_u, 0.2, Xn, Xe, False, block,
+                          su2, sv2, hp)
+        assert np.allclose(out, ref, rtol=1e-11, atol=1e-13)
+    for a, b in zip(*states):
+        assert np.allclose(a, b, rtol=1e-11, atol=1e-13)
+    assert not np.allclose(states[0][0], U)          # the particles did move
 
 
 def test_sweep_independent_of_thread_count():
@@ -70,6 +120,7 @@ def test_sweep_independent_of_thread_count():
     args = (np.full(1, 1 / N), U0, phi_tag("tanh"), rng.standard_normal((1, d)),
             rng.standard_normal((1, do)), 0.5, 0.5, rng.standard_normal((1, d)),
             rng.standard_normal((3, d)), True, block)
+    plain = _plain(d, do)
     outs = []
     saved = numba.get_num_threads()
     try:
@@ -77,7 +128,7 @@ def test_sweep_independent_of_thread_count():
             numba.set_num_threads(threads)
             u, v = U.copy(), V.copy()
             out = np.zeros(((N + block - 1) // block, n_columns(1, 3, do, True)))
-            sweep(u, v, *args, out)
+            sweep(u, v, *args, out, *plain)
             outs.append((u, v, out.sum(axis=0)))
     finally:
         numba.set_num_threads(saved)

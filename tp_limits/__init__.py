@@ -2,7 +2,7 @@
 
 * symbolic: :class:`ABC`, presets :func:`sp`, :func:`ntp`, :func:`mfp`,
   :func:`mup`, :func:`table`, :func:`phase_diagram`, :mod:`spectral`;
-* problem spec: :class:`MLP`, :class:`Routine`;
+* problem spec: :class:`MLP`, :class:`Routine`, :class:`SGD`, :class:`Adam`;
 * engines: :func:`simulate_limit` (infinite width), :func:`train_finite`
   (width n), both -> :class:`Trajectory`;
 * analysis: :func:`coord_check`, :func:`convergence`, :func:`dichotomy`,
@@ -31,11 +31,11 @@ from .errors import (
 )
 from .finite import empirical_ntk, initial_outputs, train_finite
 from .limit import nngp, ntk, simulate_limit
-from .spec import MLP, Routine, kernel_points
+from .spec import MLP, SGD, Adam, Routine, kernel_points
 
 __all__ = [
     "ABC", "Classification", "mfp", "mup", "ntp", "sp", "table", "phase_diagram", "spectral",
-    "MLP", "Routine", "train_finite", "simulate_limit", "nngp", "ntk", "empirical_ntk",
+    "MLP", "Routine", "SGD", "Adam", "train_finite", "simulate_limit", "nngp", "ntk", "empirical_ntk",
     "initial_outputs", "kernel_points", "Trajectory", "coord_check", "convergence", "dichotomy",
     "lr_sweep", "LRSweep", "datasets",
     "TPError", "InvalidParametrizationError", "SymbolicParametrizationError",

@@ -93,6 +93,12 @@ class Classification:
     ``kernel_components`` lists the layers whose NTK term K_l enters the
     limiting kernel (L+1 is the readout term), empty outside the kernel
     regime.  ``violations`` holds one sentence per failed stability condition.
+
+    ``weight_decay_exponents[l-1]`` = c_l: the decay coefficient of layer l
+    must scale like λ n^{c_l} for its per-step shrink η_l n^{-c_l} λ n^{c_l}
+    to stay Θ(1) (docs/theory.md §10.1).  For Adam, ``eps_exponents[l-1]`` =
+    g_l: gradient entries of w^l are Θ(n^{-g_l}) (g_l = a_l + m for l <= L,
+    a_{L+1} for the readout), so ε n^{-g_l} is the width-free ε (§10.3).
     """
 
     parametrization: ABC
@@ -114,6 +120,8 @@ class Classification:
     kernel_components: tuple
     limit_switches: LimitSwitches | None
     violations: tuple
+    weight_decay_exponents: tuple = ()
+    eps_exponents: tuple = ()
 
     @property
     def L(self) -> int:
@@ -146,6 +154,8 @@ class Classification:
                 "readout_init": self.limit_switches.readout_init,
                 "readout_update": self.limit_switches.readout_update},
             "violations": list(self.violations),
+            "weight_decay_exponents": [s(x) for x in self.weight_decay_exponents],
+            "eps_exponents": [s(x) for x in self.eps_exponents],
         }
 
     def __str__(self) -> str:
@@ -181,6 +191,12 @@ class Classification:
                                         f"{_layers(frozen)} frozen at init")
                          + f"; readout init {'kept' if sw.readout_init else 'zero'}"
                          + f"; readout {'trains' if sw.readout_update else 'fixed'}")
+        if self.stable:
+            lines.append("  weight decay λ_l ∝ n^c_l: ("
+                         + ", ".join(map(str, self.weight_decay_exponents)) + ")")
+            if adam:
+                lines.append("  Adam ε_l ∝ n^-g_l (gradient-entry size): g_l = ("
+                             + ", ".join(map(str, self.eps_exponents)) + ")")
         return "\n".join(lines)
 
     def _repr_pretty_(self, printer, cycle):  # IPython
@@ -253,5 +269,7 @@ def classify(param: ABC) -> Classification:
         readout_initialized_maximally=(pr == 1),
         f0_law="gp" if p == HALF else ("zero" if p > HALF else "divergent"),
         kernel_components=kernel_components, limit_switches=switches,
-        violations=tuple(cd.consequence for cd in conds if not cd.holds))
+        violations=tuple(cd.consequence for cd in conds if not cd.holds),
+        weight_decay_exponents=tuple(map(_sym, c)),
+        eps_exponents=(tuple(_sym(a[l] + m) for l in range(L)) + (_sym(a[L]),)) if adam else ())
 

@@ -373,8 +373,7 @@ def check_sweep(net: MLP, routine: Routine, lrs, widths=(), seeds=8, limit: bool
         check_finite_options(net, routine, max(widths), 0,
                              train_kwargs.get("backend", "numpy"),
                              train_kwargs.get("dtype", np.float64),
-                             train_kwargs.get("backprop", "exact"),
-                             train_kwargs.get("optimizer"), (), "stop", False)
+                             train_kwargs.get("backprop", "exact"), (), "stop", False)
     if limit:
         try:                                         # memory and options of the limit
             prepare_limit(net, routine, particles=particles, replicates=1, f0="zero")

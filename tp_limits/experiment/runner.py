@@ -135,7 +135,7 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
         prepare_limit(net, routine, **limit)
         if finite:
             check_finite_options(net, routine, finite["widths"][-1], 0, finite["backend"],
-                                 np.float64, "exact", None, _record(finite), "raise", False)
+                                 np.float64, "exact", _record(finite), "raise", False)
     except TPError as exc:
         raise ExperimentError(f"{source}: {exc}") from None
     sweep = {}

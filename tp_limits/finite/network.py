@@ -9,9 +9,15 @@ SGD in W-space is exactly SGD on w (∇_w = n^{-a}∇_W, ΔW = n^{-a}Δw):
 
     W^l <- W^l - η_l n^{-(2a_l + c_l)} Σ_i (∂(χ_iᵀ f)/∂h^l_i) x^{l-1}_iᵀ.
 
+Momentum μ and coupled weight decay λ (spec/optimizer.py) stay linear, so in
+W-space they are one buffer per layer: D <- μ D + γ_l ∇_W + η_l λ W, W <- W - D
+(γ_l the SGD step above, η_l = η lr_mult_l; docs/theory.md §10.1).
+
 Adam must see the w-gradient (its update is not linear in the gradient), so
 it keeps its moments in w-units and maps the step back:
-ΔW = -η_l n^{-c_l} n^{-a_l} m̂ / (√v̂ + ε), with g_w = n^{-a_l} ∇_W.
+ΔW = -η_l n^{-c_l} n^{-a_l} m̂ / (√v̂ + ε n^{-g_l}), with g_w = n^{-a_l} ∇_W and
+n^{-g_l} the size of a gradient entry (ε is width-free, docs/theory.md §10.3);
+decoupled decay multiplies W by 1 - η_l λ first.
 
 ``backprop="decoupled"`` replaces, in the backward pass only, each hidden
 W^l_t by W̃^l_0 + (W^l_t - W^l_0), with W̃^l_0 an independent copy of W^l_0
@@ -23,20 +29,22 @@ import numpy as np
 
 from ..engine.backend import Backend
 from ..engine.steps import DIVERGENCE_BOUND, check_size
-from ..spec import MLP
+from ..spec import MLP, SGD
+from ..spec.optimizer import adam_direction
 
 
 class FiniteNetwork:
     """Weights and one SGD/Adam step of a width-n MLP on a given backend."""
 
     def __init__(self, net: MLP, width: int, lr: float, seed: int, backend: Backend, dtype,
-                 backprop: str = "exact", optimizer: str = "sgd", keep_init: bool = False,
-                 adam_betas=(0.9, 0.999), adam_eps: float = 1e-8,
+                 backprop: str = "exact", optimizer=None, keep_init: bool = False,
                  divergence_bound: float | None = DIVERGENCE_BOUND):
         self.net, self.n, self.b, self.dtype = net, width, backend, np.dtype(dtype)
         self.phi = net.nonlinearity
         self.alpha = net.output_multiplier
-        self.backprop, self.optimizer = backprop, optimizer
+        self.backprop = backprop
+        self.opt = SGD() if optimizer is None else optimizer
+        self.optimizer = self.opt.kind
         self.bound = divergence_bound
         L, n = net.L, width
         const = net.finite_constants(width, lr)
@@ -48,9 +56,13 @@ class FiniteNetwork:
         self.W_tilde = ({l: self._gaussian(rng, shapes[l], const.init_std[l]) for l in range(1, L)}
                         if backprop == "decoupled" else None)
         self.lr = list(const.lr)
-        if optimizer == "adam":
+        self.shrink = [self.opt.decay(d) for d in const.decay]     # η_l λ per step
+        if self.optimizer == "sgd" and not self.opt.plain:
+            self.D = [backend.xp.zeros_like(w) for w in self.W]    # W-space momentum buffers
+        if self.optimizer == "adam":
             self.adam_lr, self.n_a = list(const.adam_lr), list(const.w_scale)
-            self.betas, self.eps, self.t = adam_betas, adam_eps, 0
+            self.eps = [self.opt.eps * e for e in const.eps_scale]
+            self.betas, self.t = self.opt.betas, 0
             self.m = [backend.xp.zeros_like(w) for w in self.W]
             self.v = [backend.xp.zeros_like(w) for w in self.W]
 
@@ -107,27 +119,32 @@ class FiniteNetwork:
     def _update(self, l, G, X) -> None:
         """Apply the step for layer l whose W-gradient is Gᵀ X."""
         if self.optimizer == "sgd":
-            self.b.add_outer(self.W[l], -self.lr[l], G, X)
+            if self.opt.plain:
+                self.b.add_outer(self.W[l], -self.lr[l], G, X)
+                return
+            D = self.D[l]
+            D *= self.opt.momentum
+            D += self.shrink[l] * self.W[l]                     # coupled decay, with W_t
+            self.b.add_outer(D, self.lr[l], G, X)
+            self.W[l] -= D
             return
-        xp = self.b.xp
-        b1, b2 = self.betas
         g_w = self.n_a[l] * self.b.matmul(G.T, X)              # gradient in w-units
-        self.m[l] *= b1
-        self.m[l] += (1 - b1) * g_w
-        self.v[l] *= b2
-        self.v[l] += (1 - b2) * g_w * g_w
-        m_hat = self.m[l] / (1 - b1 ** self.t)
-        v_hat = self.v[l] / (1 - b2 ** self.t)
-        self.W[l] -= (self.n_a[l] * self.adam_lr[l]) * m_hat / (xp.sqrt(v_hat) + self.eps)
+        psi = adam_direction(self.m[l], self.v[l], g_w, self.betas, self.eps[l], self.t,
+                             self.b.xp)
+        if self.shrink[l]:
+            self.W[l] *= 1.0 - self.shrink[l]                   # decoupled (AdamW) decay
+        self.W[l] -= (self.n_a[l] * self.adam_lr[l]) * psi
 
     # ---- memory ------------------------------------------------------------------
     @staticmethod
-    def bytes_needed(net: MLP, width: int, dtype, backprop: str, optimizer: str,
+    def bytes_needed(net: MLP, width: int, dtype, backprop: str, optimizer,
                      keep_init: bool) -> int:
-        """Bytes for the weights and the copies a run keeps (W_0, W̃_0, Adam moments)."""
+        """Bytes for the weights and the copies a run keeps (W_0, W̃_0, momentum buffers or
+        Adam moments)."""
         n, L = width, net.L
         per_copy = n * net.d_in + (L - 1) * n * n + net.d_out * n
-        copies = 1 + (keep_init or backprop == "decoupled") + 2 * (optimizer == "adam")
+        state = 2 if optimizer.kind == "adam" else int(not optimizer.plain)
+        copies = 1 + (keep_init or backprop == "decoupled") + state
         hidden_copies = copies + (backprop == "decoupled")
         total = copies * per_copy + (hidden_copies - copies) * (L - 1) * n * n
         # one float64 host draw of the largest matrix during initialization

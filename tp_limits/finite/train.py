@@ -15,7 +15,6 @@ from ..engine.backend import get_backend
 from ..engine.memory import require_memory
 from ..engine.meta import run_meta
 from ..engine.options import (
-    check_adam,
     check_divergence_bound,
     check_dtype,
     check_on_divergence,
@@ -34,12 +33,10 @@ from .stats import StatsRecorder
 
 RECORD_OPTIONS = ("stats", "spectral")
 BACKPROP = ("exact", "decoupled")
-OPTIMIZERS = ("sgd", "adam")
 
 
 def check_finite_options(net: MLP, routine: Routine, width, seed, backend, dtype, backprop,
-                         optimizer, record, on_divergence, progress, adam_betas=(0.9, 0.999),
-                         adam_eps=1e-8, divergence_bound=DIVERGENCE_BOUND):
+                         record, on_divergence, progress, divergence_bound=DIVERGENCE_BOUND):
     """Check every option of :func:`train_finite` before any work; return the cleaned values."""
     problem = Problem(net, routine)
     check_int(width, "width")
@@ -49,13 +46,11 @@ def check_finite_options(net: MLP, routine: Routine, width, seed, backend, dtype
     check_choice(backprop, "backprop", BACKPROP)
     if backprop == "decoupled" and net.L < 2:
         raise SpecError("backprop='decoupled' needs L >= 2 (it decouples hidden n x n matrices)")
-    optimizer = check_choice(optimizer or net.param.optimizer, "optimizer", OPTIMIZERS)
+    optimizer = problem.optimizer
     record = check_record(record, RECORD_OPTIONS)
     check_on_divergence(on_divergence)
     check_progress(progress)
     check_divergence_bound(divergence_bound)
-    if optimizer == "adam":
-        check_adam(adam_betas, adam_eps)
     keep_init = bool(record)
     require_memory(FiniteNetwork.bytes_needed(net, width, dtype, backprop, optimizer, keep_init),
                    f"width {width} (weights and the copies a run keeps)", b,
@@ -64,9 +59,8 @@ def check_finite_options(net: MLP, routine: Routine, width, seed, backend, dtype
 
 
 def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend: str = "numpy",
-                 dtype=np.float64, backprop: str = "exact", optimizer: str | None = None,
-                 record=RECORD_OPTIONS, on_divergence: str = "raise", progress: bool = False,
-                 adam_betas=(0.9, 0.999), adam_eps: float = 1e-8,
+                 dtype=np.float64, backprop: str = "exact", record=RECORD_OPTIONS,
+                 on_divergence: str = "raise", progress: bool = False,
                  divergence_bound: float | None = DIVERGENCE_BOUND) -> Trajectory:
     """Train ``net`` at width ``width`` on ``routine``; return its :class:`Trajectory`.
 
@@ -74,7 +68,6 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
     ----------
     backend : 'numpy' or 'cupy' (CuPy imported only when asked for).
     backprop : 'exact', or 'decoupled' (docs/theory.md §3; a negative control).
-    optimizer : 'sgd' or 'adam'; defaults to ``net.param.optimizer``.
     record : subset of ('stats', 'spectral'): per-layer coordinate statistics
         on the evaluation inputs (finite/stats.py), and spectral-norm ratios
         (power iteration); either keeps a copy of W_0.  f_eval, f_train and
@@ -85,17 +78,19 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
     divergence_bound : a pre-activation or output whose magnitude exceeds this
         counts as a divergence even while finite (default 1e10; None: only
         inf and NaN do).
-    adam_betas, adam_eps : Adam's β₁, β₂ in [0, 1) and ε >= 0 (in w-units).
+
+    The optimizer and its hyperparameters (momentum, weight decay, Adam's β
+    and ε, all width-free) are the routine's ``optimizer`` (docs/theory.md §10).
 
     Ctrl-C stops cleanly: the steps completed so far are returned with
     ``meta["completed_steps"]`` and ``meta["interrupted"] = True``.
     """
     problem, b, dtype, optimizer, record = check_finite_options(
-        net, routine, width, seed, backend, dtype, backprop, optimizer, record, on_divergence,
-        progress, adam_betas, adam_eps, divergence_bound)
+        net, routine, width, seed, backend, dtype, backprop, record, on_divergence,
+        progress, divergence_bound)
     started = time.perf_counter()
     nw = FiniteNetwork(net, width, routine.lr, seed, b, dtype, backprop, optimizer,
-                       bool(record), tuple(adam_betas), float(adam_eps), divergence_bound)
+                       bool(record), divergence_bound)
     T, B, E = problem.T, problem.B, problem.E
     xp, tonp = b.xp, b.to_numpy
     Xe = b.asarray(problem.eval_inputs, dtype)
@@ -133,7 +128,7 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
     meta = run_meta(problem, done, loop.interrupted, loop.diverged,
                     time.perf_counter() - started, engine="finite", width=int(width),
                     seed=int(seed), backend=b.name, dtype=dtype.name, backprop=backprop,
-                    optimizer=optimizer, record=list(record))
+                    optimizer=str(optimizer), record=list(record))
     stats = recorder.truncate(done + 1) if recorder else {}
     stats.update(problem.eval_metrics(f_eval[: done + 1]))
     return Trajectory(f_eval=f_eval[: done + 1], f_train=f_train[:done], loss=losses[:done],

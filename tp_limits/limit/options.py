@@ -23,7 +23,7 @@ from ..engine.options import (
 )
 from ..engine.steps import DIVERGENCE_BOUND
 from ..errors import SpecError
-from ..spec.checks import check_choice, check_int
+from ..spec.checks import check_bool, check_choice, check_int
 
 METHODS = ("exact", "monte_carlo", "quadrature")
 KERNELS = ("numba", "numpy")
@@ -55,6 +55,8 @@ class LimitOptions:
     workers: int = 1
     divergence_bound: float | None = DIVERGENCE_BOUND
     executor: object = None
+    partners: int | None = None
+    debias_partners: bool = True
 
     @classmethod
     def of(cls, **given) -> "LimitOptions":
@@ -97,6 +99,10 @@ class LimitOptions:
             o["workers"] = check_int(o["workers"], "workers", 1, 4096)
         if "executor" in o:
             o["executor"] = check_executor(o["executor"])
+        if o.get("partners") is not None:
+            o["partners"] = check_int(o["partners"], "partners", 2)
+        if "debias_partners" in o:
+            o["debias_partners"] = check_bool(o["debias_partners"], "debias_partners")
         if "divergence_bound" in o:
             o["divergence_bound"] = check_divergence_bound(o["divergence_bound"])
         return cls(**o)

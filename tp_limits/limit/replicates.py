@@ -29,7 +29,18 @@ def combine(runs: list, replicates: int) -> LimitResult:
             [r.moments for r in runs]),
         se_method=f"standard error over {len(runs)} independent replicates",
         se_dof=len(runs) - 1,
-        info={**first.info, "replicates_completed": len(runs)})
+        info={**first.info, "replicates_completed": len(runs)},
+        extras=_combine_extras(runs))
+
+
+def _combine_extras(runs: list) -> dict:
+    """Each extra estimate's mean over the runs, and its standard error as ``<name>_se``."""
+    out = {}
+    for key in runs[0].extras:
+        values = np.array([r.extras[key] for r in runs])
+        out[key] = values.mean(axis=0)
+        out[key + "_se"] = values.std(axis=0, ddof=1) / np.sqrt(len(runs))
+    return out
 
 
 def _on_pool(pool, task, seeds, on_done):

@@ -66,7 +66,9 @@ class LimitResult:
     that standard error has (None when it is not a sampling error: 0 for the
     exact engines, a rule difference for quadrature; docs/theory.md §8.1);
     ``info`` holds the engine's own metadata (particles, ...), merged into
-    ``Trajectory.meta``.
+    ``Trajectory.meta``; ``extras`` holds further (T+1, E, d_out) estimates
+    (e.g. the deep Adam engine's f̊ at M and 2M partners), averaged over
+    replicates with their standard errors and reported in ``Trajectory.stats``.
     """
 
     f_eval: np.ndarray
@@ -81,6 +83,7 @@ class LimitResult:
     se_method: str = ""
     se_dof: int | None = None
     info: dict = field(default_factory=dict)
+    extras: dict = field(default_factory=dict)
 
     @classmethod
     def empty(cls, T: int, E: int, B: int, d_out: int, L: int | None = None,
@@ -113,6 +116,7 @@ class LimitResult:
             stats["f_eval_samples"] = samples
         if problem is not None:
             stats.update(problem.eval_metrics(self.f_eval[: done + 1], samples))
+        stats.update({k: v[: done + 1] for k, v in self.extras.items()})
         return Trajectory(f_eval=self.f_eval[: done + 1], f_train=self.f_train[:done],
                           loss=self.loss[:done], stats=stats, meta=meta,
                           f_eval_se=self.f_eval_se[: done + 1])

@@ -12,8 +12,12 @@ feature learning, L = 1                one_hidden.ParticleEngine (Monte Carlo or
                                        quadrature)
 feature learning, L >= 2, φ = id       deep.LinearEngine (exact)
 feature learning, L >= 2               deep.MonteCarloEngine (Stein or tangent Ż)
-any regime, optimizer other than SGD   UnsupportedError
+Adam, kernel or trivial regime         UnsupportedError (a nonlinear kernel)
+SGD with weight decay, kernel regime   UnsupportedError (decay moves W_0 by Θ(1))
 =====================================  =============================================
+
+SGD with momentum and weight decay (the routine's ``optimizer``) runs in every
+feature-learning engine; the kernel engine takes momentum (docs/theory.md §10).
 
 ``method`` overrides the φ = id default ('monte_carlo' runs the particle
 engines on a linear network too).  Every engine checks, in its constructor,
@@ -29,7 +33,8 @@ from .kernel import KernelEngine
 from .one_hidden import LinearEngine as OneHiddenLinear
 from .one_hidden import ParticleEngine
 
-SUPPORTED = ("supported now, for SGD: kernel-regime and trivial parametrizations at any "
+SUPPORTED = ("supported now, for SGD (with momentum and weight decay) and Adam (feature "
+             "learning): kernel-regime and trivial parametrizations at any "
              "depth; feature-learning parametrizations with one hidden layer (muP, MFP and "
              "their symmetry orbit, with zero or fixed readout); deep feature learning "
              "(Monte Carlo, exact for phi='id')")
@@ -44,18 +49,32 @@ def select_engine(problem, options):
         raise UnstableParametrizationError(
             f"{param.label} is unstable, so it has no infinite-width limit: "
             + "; ".join(k.violations))
-    if param.optimizer != "sgd":
-        raise UnsupportedError(f"the limit of {param.optimizer} training is not implemented; "
-                               + SUPPORTED)
+    opt = problem.optimizer
     deep_fl = k.regime == "feature_learning" and net.L >= 2
     if options.backprop == "decoupled" and not deep_fl:
         raise SpecError("backprop='decoupled' applies to deep (L >= 2) feature-learning limits")
     if k.regime in ("kernel", "trivial"):
+        if opt.kind == "adam":
+            raise UnsupportedError(
+                f"Adam in the {k.regime} regime: its entrywise normalization makes the limit a "
+                "nonlinear kernel dynamics, which is not built (docs/theory.md §10.4); use a "
+                "feature-learning parametrization (e.g. tp.mup(L, optimizer='adam'))")
+        if opt.weight_decay:
+            raise UnsupportedError(
+                f"weight decay in the {k.regime} regime: decay shrinks W_0 by a Θ(1) factor, "
+                "so f leaves its linearization at init and the limit is not kernel gradient "
+                "descent (docs/theory.md §10.4); use weight_decay=0 (momentum is supported) "
+                "or a feature-learning parametrization")
         return KernelEngine(problem, k, options)
     if options.method == "exact" and net.phi != "id":
         raise SpecError(f"method='exact' needs phi='id' (a closed form exists only for linear "
                         f"networks); got phi={net.phi!r}")
-    exact = options.method == "exact" or (options.method is None and net.phi == "id")
+    if options.method == "exact" and opt.kind == "adam":
+        raise SpecError("method='exact' follows SGD only: Adam's entrywise normalization is "
+                        "not linear, so a linear network has no closed form under it; use "
+                        "method='monte_carlo'")
+    exact = options.method == "exact" or (options.method is None and net.phi == "id"
+                                          and opt.kind == "sgd")
     if net.L == 1:
         return (OneHiddenLinear if exact else ParticleEngine)(problem, k, options)
     return (DeepLinear if exact else MonteCarloEngine)(problem, k, options)

@@ -81,7 +81,8 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
                    backprop: str = "exact", on_divergence: str = "raise",
                    zdot: str = "stein", workers: int = 1,
                    divergence_bound: float | None = DIVERGENCE_BOUND,
-                   executor=None) -> Trajectory:
+                   executor=None, partners: int | None = None,
+                   debias_partners: bool = True) -> Trajectory:
     """Simulate the infinite-width training dynamics; returns a :class:`Trajectory`.
 
     Parameters
@@ -125,7 +126,14 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
         reported, draws in ``stats["f_eval_samples"]``), 'zero', or an array
         on ``tp.kernel_points(routine)`` such as a finite network's own f_0
         (:func:`tp_limits.initial_outputs`).
+    partners, debias_partners : deep limit of Adam training only: the ΔW terms are
+        expectations over a partner particle, estimated with ``partners`` M
+        particles (default min(256, N/2)); with ``debias_partners`` (default) the
+        run is made with M and 2M partners and 2 f(2M) − f(M) is reported (the
+        1/M bias removed; both in ``stats["f_eval_partners_M"]``,
+        ``["f_eval_partners_2M"]`` with their ``_se``; docs/theory.md §10.6).
 
+    The optimizer (momentum, weight decay, Adam) is the routine's (docs/theory.md §10).
     Every option is checked before any work starts (:func:`prepare_limit`).
     Ctrl-C returns the completed steps with ``meta["completed_steps"]``.
     """
@@ -134,4 +142,5 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
                          record=record, kernel=kernel, f0=f0, samples=samples,
                          backprop=backprop, on_divergence=on_divergence, zdot=zdot,
                          workers=workers, divergence_bound=divergence_bound,
-                         executor=executor).run()
+                         executor=executor, partners=partners,
+                         debias_partners=debias_partners).run()

@@ -29,7 +29,11 @@ class FiniteConstants:
     ``init_std[l]`` = σ_l s n^{-(a_l+b_l)} (0 for a zero readout);
     ``lr[l]`` = η lr_mult_l n^{-(2a_l+c_l)}, the SGD step in W-space;
     ``adam_lr[l]`` = η lr_mult_l n^{-c_l} and ``w_scale[l]`` = n^{-a_l}, the
-    Adam step on w and the map W = n^{-a_l} w; ``alpha`` multiplies the output.
+    Adam step on w and the map W = n^{-a_l} w; ``eps_scale[l]`` = n^{-g_l}, the
+    size of layer l's gradient entries in w-units (Adam's ε is ε · eps_scale,
+    docs/theory.md §10.3); ``decay[l]`` = η lr_mult_l, the per-step shrink of
+    layer l per unit of width-free weight decay (§10.1); ``alpha`` multiplies
+    the output.
     """
 
     width: int
@@ -38,6 +42,8 @@ class FiniteConstants:
     adam_lr: tuple
     w_scale: tuple
     alpha: float
+    eps_scale: tuple = ()
+    decay: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -46,13 +52,16 @@ class LimitConstants:
 
     ``sigma[l]`` = σ_l s; ``eta[l]`` = η lr_mult_l e_l for l = 1..L (e_l = [r_l = 0])
     and η lr_mult_{L+1} e_V for the readout (e_V = [q = 1]); ``readout_init``
-    is e_ω = [p = 1] (Z^{nV}_0 ≠ 0); ``alpha`` multiplies the output.
+    is e_ω = [p = 1] (Z^{nV}_0 ≠ 0); ``alpha`` multiplies the output;
+    ``decay[l]`` = η lr_mult_l (no switch: weight decay shrinks W_0 too, whether
+    or not the layer's gradient updates survive the limit, docs/theory.md §10.2).
     """
 
     sigma: tuple
     eta: tuple
     alpha: float
     readout_init: bool
+    decay: tuple = ()
 
 
 @dataclass(frozen=True, init=False)
@@ -132,6 +141,17 @@ class MLP:
         k = 2 if (optimizer or self.param.optimizer) == "sgd" else 1
         return tuple(k * x + y for x, y in zip(a, c))
 
+    def eps_exponents(self) -> tuple:
+        """Exact g_l with layer l's gradient entries in w-units Θ(n^{-g_l}) (docs/theory.md
+        §10.3): g_l = a_l + m for l <= L (the backward signal is n^{-m}, m = min(p, q)), and
+        a_{L+1} for the readout (its W-gradient α χ x^Lᵀ has Θ(1) entries)."""
+        a, b, c = self.param._fractions
+        L = self.L
+        kind = self.param.optimizer
+        q = (a[L] + c[L]) if kind == "adam" else (2 * a[L] + c[L])
+        m = min(a[L] + b[L], q)
+        return tuple(a[l] + m for l in range(L)) + (a[L],)
+
     def finite_constants(self, width: int, lr: float = 1.0) -> FiniteConstants:
         """The width-n numbers (docs/theory.md §7.1); ``lr`` is the base rate η."""
         n = check_int(width, "width")
@@ -141,7 +161,9 @@ class MLP:
         sgd = tuple(lr * m * n ** -float(e) for m, e in zip(self.lr_mult, self.lr_exponents("sgd")))
         adam = tuple(lr * m * n ** -float(ci) for m, ci in zip(self.lr_mult, c))
         return FiniteConstants(n, init, sgd, adam, tuple(n ** -float(ai) for ai in a),
-                               self.output_multiplier)
+                               self.output_multiplier,
+                               tuple(n ** -float(g) for g in self.eps_exponents()),
+                               tuple(lr * m for m in self.lr_mult))
 
     def limit_constants(self, lr: float) -> LimitConstants:
         """The numbers of the feature-learning limit (docs/theory.md §5.1)."""
@@ -152,4 +174,4 @@ class MLP:
         switches = list(sw.train_layers) + [sw.readout_update]
         eta = tuple(lr * m * float(e) for m, e in zip(self.lr_mult, switches))
         return LimitConstants(self.effective_sigma, eta, self.output_multiplier,
-                              bool(sw.readout_init))
+                              bool(sw.readout_init), tuple(lr * m for m in self.lr_mult))

@@ -13,6 +13,7 @@ import numpy as np
 from ..errors import SpecError
 from ..losses import Loss, get_loss
 from .mlp import MLP
+from .optimizer import check_optimizer
 from .routine import Routine
 
 
@@ -29,8 +30,15 @@ class Problem:
         if self.routine.d_in != self.net.d_in:
             raise SpecError(f"X has {self.routine.d_in} columns but the network has "
                             f"d_in = {self.net.d_in}")
+        self.optimizer          # noqa: B018  (checks it against the parametrization)
         self.targets            # noqa: B018  (checks the targets against d_out now)
         self.eval_targets       # noqa: B018
+
+    @cached_property
+    def optimizer(self):
+        """The routine's optimizer, or the plain one the parametrization names (checked to be
+        of the parametrization's kind)."""
+        return check_optimizer(self.routine.optimizer, self.net.param.optimizer)
 
     @cached_property
     def targets(self) -> np.ndarray:

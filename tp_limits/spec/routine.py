@@ -8,6 +8,7 @@ import numpy as np
 from ..errors import SpecError
 from ..losses import get_loss
 from .checks import as_matrix, check_int, finite_positive
+from .optimizer import OPTIMIZER_TYPES
 
 
 def distinct_rows(A: np.ndarray) -> np.ndarray:
@@ -30,6 +31,9 @@ class Routine:
     format, one row per eval input) makes both engines report the held-out
     loss and, for ``xent``, the accuracy at every evaluated step
     (``Trajectory.stats["eval_loss"]``, ``["eval_accuracy"]``).
+    ``optimizer`` is a :class:`~tp_limits.SGD` or :class:`~tp_limits.Adam`
+    holding the width-free hyperparameters (momentum, weight decay, Adam's
+    β, ε); None means the plain optimizer the parametrization names.
     """
 
     X: np.ndarray
@@ -40,9 +44,13 @@ class Routine:
     steps: int
     eval_inputs: np.ndarray
     eval_targets: np.ndarray | None
+    optimizer: object
 
     def __init__(self, X, Y, lr: float, loss: str = "mse", batch_size: int = 1, steps=None,
-                 eval_inputs=None, eval_targets=None):
+                 eval_inputs=None, eval_targets=None, optimizer=None):
+        if optimizer is not None and not isinstance(optimizer, OPTIMIZER_TYPES):
+            raise SpecError(f"optimizer must be tp.SGD(...), tp.Adam(...) or None, got "
+                            f"{optimizer!r}")
         get_loss(loss)
         X = as_matrix(X, "X")
         B = check_int(batch_size, "batch_size")
@@ -75,6 +83,7 @@ class Routine:
         object.__setattr__(self, "steps", steps)
         object.__setattr__(self, "eval_inputs", E)
         object.__setattr__(self, "eval_targets", eval_targets)
+        object.__setattr__(self, "optimizer", optimizer)
 
     @staticmethod
     def _targets(Y, loss: str, n: int, name: str = "Y", rows_of: str = "X") -> np.ndarray:
@@ -105,7 +114,7 @@ class Routine:
         """The same routine with another base learning rate η."""
         return Routine(self.X, self.Y, lr=lr, loss=self.loss, batch_size=self.batch_size,
                        steps=self.steps, eval_inputs=self.eval_inputs,
-                       eval_targets=self.eval_targets)
+                       eval_targets=self.eval_targets, optimizer=self.optimizer)
 
     def targets(self, d_out: int, which: str = "Y") -> np.ndarray:
         """Targets (``which``: "Y" or "eval_targets") as a float (rows, d_out) matrix

@@ -24,6 +24,11 @@ seed Z^{δx^L} = α χᵀ Z^{nV}; then Z^U -= η_1 e_1 Σ_i Z^{δh^1_i} ξ_iᵀ 
 Z^{nV} -= η_{L+1} e_V α Σ_i χ_i Z^{x^L_i}, simultaneously.  f̊ = α E[Z^{nV} Z^{x^L}].
 ``decoupled=True`` drops both Ż sums (docs/theory.md §3).
 
+Momentum μ and weight decay (docs/theory.md §10.2): W^l_t = ρ_t W^l_0 −
+Σ_{s<t} C[t, s] γ G_s (spec/optimizer.py ``momentum_schedule``), so the hat and
+Ż part is multiplied by ρ^l_t and the ΔW pair of step s by C^l[t, s]; Z^U and
+Z^{nV} move by the heavy-ball rule.
+
 Evaluation hats are kept as primitives too (they feed nothing else), so the
 statistics of h^l_t(ζ) - h^l_0(ζ) use the exact joint law.  No Monte Carlo
 and no matrix inversion: degenerate families (repeated inputs) are harmless.
@@ -34,6 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...engine.steps import StepLoop, check_size
+from ...spec.optimizer import heavy_ball_step, momentum_schedule
 from ..base import FeatureLearningEngine
 from ..result import LimitResult
 
@@ -86,33 +92,40 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
     F_train = {l: [] for l in range(2, L + 1)}  # the training ones (backward Ż sums)
     G = {l: [] for l in range(2, L + 1)}        # backward hats: (c_δh, p)
     pairs = {l: [] for l in range(2, L + 1)}    # ΔW^l pieces: (c_δh^l, c_x^{l-1})
+    opt = problem.optimizer
+    decay = [opt.decay(x) for x in const.decay]
+    sched = {l: momentum_schedule(opt.momentum, decay[l - 1], T) for l in range(2, L + 1)}
+    bufU, bufV = [None] * d, [None] * do
 
-    def apply_matrix(l, v, own, zdot_family, pairs_in_order):
+    def apply_matrix(l, v, own, zdot_family, pairs_in_order, t):
         """Z of W^l v (forward) or W^lᵀ v (backward): new hat + Ż + ΔW sum.
 
         ``own``: the family v's hat joins; ``zdot_family``: the other family's
         entries (c, p) whose hats v depends on; ``pairs_in_order``: the ΔW^l
         pieces as (c matched against v, c that is added) — (x, δh) forward,
-        (δh, x) backward.
+        (δh, x) backward, B per step in step order; ``t`` the step whose W_t acts.
         """
         s2 = sig[l - 1] ** 2
+        rho, C = sched[l]
         p = prim.new_hat(s2, v, own)
         out = prim.zeros()
         out[p] = 1.0
         if not decoupled:
             for c, q in zdot_family:
                 out += s2 * v[q] * c
-        for c_match, c_add in pairs_in_order:
-            out -= eta[l - 1] * prim.cov(c_match, v) * c_add
+        if rho[t] != 1.0:
+            out *= rho[t]
+        for j, (c_match, c_add) in enumerate(pairs_in_order):
+            out -= eta[l - 1] * C[t, j // B] * prim.cov(c_match, v) * c_add
         return out, p
 
-    def forward(zeta, store: bool):
-        """Coefficient vectors of h^1..h^L for input ζ (x^l = h^l)."""
+    def forward(zeta, store: bool, t: int):
+        """Coefficient vectors of h^1..h^L for input ζ (x^l = h^l) under W_t."""
         h = sum(zeta[k] * cU[k] for k in range(d))
         hs = [h]
         for l in range(2, L + 1):
             x = hs[-1]
-            new, p = apply_matrix(l, x, F[l], G[l], [(c_x, c_dh) for c_dh, c_x in pairs[l]])
+            new, p = apply_matrix(l, x, F[l], G[l], [(c_x, c_dh) for c_dh, c_x in pairs[l]], t)
             F[l].append((x, p))
             if store:
                 F_train[l].append((x, p))
@@ -133,7 +146,7 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
             return
         xs_L = []
         for e in range(E):
-            hs = forward(Xe[e], store=False)
+            hs = forward(Xe[e], store=False, t=t)
             if t == 0:
                 h0[e] = hs
             for l in range(L):
@@ -152,7 +165,7 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
         evaluate(0)
         for t in loop:
             Xb, Yb = problem.batch(t)
-            fwd = [forward(Xb[i], store=True) for i in range(B)]
+            fwd = [forward(Xb[i], store=True, t=t) for i in range(B)]
             fb = np.array([output(hs[-1], t) for hs in fwd])
             res.f_train[t] = fb
             res.loss[t] = float(np.mean(problem.loss.value(fb, Yb, np)))
@@ -161,15 +174,19 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
             for i in range(B):
                 dh = alpha * sum(chi[i, o] * cV[o] for o in range(do))     # δh^L (φ′ = 1)
                 for l in range(L, 1, -1):
-                    dx, p = apply_matrix(l, dh, G[l], F_train[l], pairs[l])
+                    dx, p = apply_matrix(l, dh, G[l], F_train[l], pairs[l], t)
                     G[l].append((dh, p))
                     new_pairs[l].append((dh, fwd[i][l - 2]))
                     dh = dx
                 dh1.append(dh)
             for k in range(d):
-                cU[k] = cU[k] - eta[0] * sum(Xb[i, k] * dh1[i] for i in range(B))
+                cU[k], bufU[k] = heavy_ball_step(
+                    cU[k], bufU[k], eta[0] * sum(Xb[i, k] * dh1[i] for i in range(B)),
+                    opt.momentum, decay[0])
             for o in range(do):
-                cV[o] = cV[o] - eta[L] * alpha * sum(chi[i, o] * fwd[i][-1] for i in range(B))
+                cV[o], bufV[o] = heavy_ball_step(
+                    cV[o], bufV[o], eta[L] * alpha * sum(chi[i, o] * fwd[i][-1] for i in range(B)),
+                    opt.momentum, decay[L])
             for l in range(2, L + 1):
                 pairs[l].extend(new_pairs[l])
             evaluate(t + 1)

@@ -23,6 +23,11 @@ already computed for the new hat, so Ż and ΔW share one pass over the stored
 **Update** (simultaneous): Z^U −= η_1 e_1 Σ_i δh^1_i ξ_iᵀ,
 Z^{nV} −= η_{L+1} e_V α Σ_i χ_i Z^{x^L_i}; this step's pairs join the ΔW sums.
 
+**Momentum and weight decay** (docs/theory.md §10.2): W^l_t = ρ^l_t W^l_0 −
+Σ_{s<t} C^l[t, s] γ G_s, so the hat and its Ż part are multiplied by ρ^l_t and
+the ΔW coefficient of a pair from step s by C^l[t, s]; hats stay those of the
+unscaled vectors (W_0 is linear), and Z^U, Z^{nV} move by the heavy-ball rule.
+
 Gram matrices and their (ridge-regularized) inverses are cached per family,
 so a step costs a few passes over the histories: time O(N L B T² (B+E)) in
 all with the Stein estimator, memory O(N L B T).
@@ -39,6 +44,7 @@ from ...engine.memory import require_particles
 from ...engine.progress import compile_notice
 from ...engine.steps import StepLoop, check_size
 from ...errors import SpecError
+from ...spec.optimizer import heavy_ball_step, momentum_schedule
 from ..base import FeatureLearningEngine
 from ..replicates import run_replicates
 from ..result import LimitResult
@@ -64,6 +70,8 @@ class RunSpec:
     eval_steps: tuple
     record_stats: bool
     bound: float | None = None     # divergence bound on |f|
+    partners: int = 0              # Adam: partner particles of the ΔW expectations (adam.py)
+    debias: bool = False           # Adam: extrapolate from M and 2M partners
 
 
 class DeepRun:
@@ -86,20 +94,47 @@ class DeepRun:
         self.zdot = make_estimator(spec.zdot, N, L, d, do, cap, sig)
         self.groups = np.array_split(np.arange(N), GROUPS)
         self.init = []          # (h^l_0, x^l_0) on the eval inputs, kept only for statistics
+        opt = p.optimizer
+        self.momentum, self.plain = opt.momentum, opt.plain
+        self.decay = [opt.decay(x) for x in c.decay]
+        self.sched = {l: momentum_schedule(opt.momentum, self.decay[l - 1], p.T)
+                      for l in range(2, L + 1)}
+        self.bufU = self.bufV = None
         self.res = LimitResult.empty(p.T, p.E, p.B, do, L if spec.record_stats else None)
 
     # -- the two matrix products of a hidden layer ------------------------------------------
-    def _coefficients(self, own, other, z, kappa, l, zc):
+    def _coefficients(self, own, other, z, kappa, l, zc, t):
         """(k, m) coefficients on ``other``'s stored vectors for the new rows z of ``own``:
-        the Ż coefficients ``zc`` minus η_l E[v_{s,i} z] over the stored pairs, which are the
-        first rows of the conditioning covariances κ/σ² computed for the hat."""
+        the Ż coefficients ``zc`` (times ρ^l_t) minus η_l C^l[t, s] E[v_{s,i} z] over the
+        stored pairs, which are the first rows of the conditioning covariances κ/σ²
+        computed for the hat."""
         kp = self.npairs[l]
+        if self.plain:
+            if kp:
+                zc[:kp] -= self.eta[l - 1] * kappa[:kp] / own.sigma2
+            return zc
+        rho, C = self.sched[l]
+        zc = rho[t] * zc
         if kp:
-            zc[:kp] -= self.eta[l - 1] * kappa[:kp] / own.sigma2
+            weight = C[t, np.arange(kp) // self.spec.problem.B]
+            zc[:kp] -= (self.eta[l - 1] * weight[:, None]) * kappa[:kp] / own.sigma2
         return zc
 
-    def forward(self, X, store: bool):
-        """h^1..h^L and x^1..x^L, each (m, N), for the rows of X, with their tangents.
+    def _scaled(self, hat, l, t):
+        """ρ^l_t Ẑ: the W_0 part of W^l_t under weight decay (the hat itself is stored)."""
+        return hat if self.plain else self.sched[l][0][t] * hat
+
+    # -- hooks of optimizers whose ΔW is not a sum over stored pairs (adam.py) ------------
+    def delta_w_forward(self, l, x, store: bool):
+        """An extra (m, N) term of Z^{W^l_t x} beyond hat, Ż and the pair sums (None)."""
+        return None
+
+    def delta_w_backward(self, l, dh):
+        """An extra (m, N) term of Z^{W^l_tᵀ δh} (None)."""
+        return None
+
+    def forward(self, X, store: bool, t: int):
+        """h^1..h^L and x^1..x^L, each (m, N), for the rows of X under W_t, with their tangents.
 
         The m hats of a layer are drawn jointly, conditional on the stored
         training hats: for training items this equals drawing them one after
@@ -115,8 +150,13 @@ class DeepRun:
             hat, info = F.sample(x, self.rng, will_store=store)
             k0, kG = F.k, G.k
             coef = self._coefficients(F, G, x, info[0], l,
-                                      z.forward(l, x, txs[-1], G) if kG else np.zeros((0, len(x))))
-            h = hat + times_rows(coef, G.vec[:kG]) if kG else hat
+                                      z.forward(l, x, txs[-1], G) if kG else np.zeros((0, len(x))),
+                                      t)
+            h = self._scaled(hat, l, t)
+            h = h + times_rows(coef, G.vec[:kG]) if kG else h
+            extra = self.delta_w_forward(l, x, store)
+            if extra is not None:
+                h = h + extra
             ths.append(z.forward_tangent(l, coef, kG, len(x), k0 if store else None))
             if store:
                 z.keep_forward(l, k0, txs[-1])
@@ -126,7 +166,7 @@ class DeepRun:
             txs.append(z.activation(ths[-1], self.phi.dphi(h, _NP)))
         return hs, xs, ths, txs
 
-    def backward(self, hs, ths, chi):
+    def backward(self, hs, ths, chi, t):
         """δh^1 (B, N) and its tangent, from the readout seed δx^L = α χᵀ Z^{nV}."""
         z, phi = self.zdot, self.phi
         dx = self.alpha * (chi @ self.ZV.T)                               # δx^L, (B, N)
@@ -137,8 +177,11 @@ class DeepRun:
             F, G = self.F[l], self.G[l]
             hat, info = G.sample(dh, self.rng, will_store=True)
             k0, kF = G.k, F.k
-            coef = self._coefficients(G, F, dh, info[0], l, z.backward(l, dh, t_dh, F))
-            dx = hat + times_rows(coef, F.vec[:kF])
+            coef = self._coefficients(G, F, dh, info[0], l, z.backward(l, dh, t_dh, F), t)
+            dx = self._scaled(hat, l, t) + times_rows(coef, F.vec[:kF])
+            extra = self.delta_w_backward(l, dh)
+            if extra is not None:
+                dx = dx + extra
             t_dx = z.backward_tangent(l, coef, kF, len(dh), k0)
             z.keep_backward(l, k0, t_dh)
             G.store(dh, hat, info)
@@ -148,11 +191,15 @@ class DeepRun:
         return dh, t_dh
 
     def update(self, Xb, dh1, t_dh1, xL, t_xL, chi) -> None:
-        """Z^U −= η_1 Σ_i δh^1_i ξ_iᵀ and Z^{nV} −= η_{L+1} α Σ_i x^L_i χ_iᵀ, simultaneously."""
+        """Z^U −= η_1 Σ_i δh^1_i ξ_iᵀ and Z^{nV} −= η_{L+1} α Σ_i x^L_i χ_iᵀ, simultaneously
+        (through the heavy-ball rule under momentum or weight decay)."""
         L = self.L
         self.zdot.update(self.eta[0], Xb, t_dh1, self.eta[L], self.alpha, chi, t_xL)
-        ZU_new = self.ZU - self.eta[0] * dh1.T @ Xb
-        self.ZV = self.ZV - self.eta[L] * self.alpha * xL.T @ chi
+        ZU_new, self.bufU = heavy_ball_step(self.ZU, self.bufU, self.eta[0] * dh1.T @ Xb,
+                                            self.momentum, self.decay[0])
+        self.ZV, self.bufV = heavy_ball_step(self.ZV, self.bufV,
+                                             self.eta[L] * self.alpha * xL.T @ chi,
+                                             self.momentum, self.decay[L])
         self.ZU = ZU_new
         for l in range(2, L + 1):
             self.npairs[l] += len(Xb)
@@ -171,7 +218,7 @@ class DeepRun:
     def evaluate(self, t) -> None:
         if t not in self.spec.eval_steps:
             return
-        hs, xs, _, _ = self.forward(self.spec.problem.eval_inputs, store=False)
+        hs, xs, _, _ = self.forward(self.spec.problem.eval_inputs, store=False, t=t)
         res = self.res
         if res.moments is not None:
             if not self.init:
@@ -189,12 +236,12 @@ class DeepRun:
     def step(self, t) -> None:
         p, res = self.spec.problem, self.res
         Xb, Yb = p.batch(t)
-        hs, xs, ths, txs = self.forward(Xb, store=True)
+        hs, xs, ths, txs = self.forward(Xb, store=True, t=t)
         fb = self.output(xs[-1], t)
         res.f_train[t] = fb
         res.loss[t] = float(np.mean(p.loss.value(fb, Yb, np)))
         chi = p.loss.grad(fb, Yb, np) / p.B
-        dh1, t_dh1 = self.backward(hs, ths, chi)
+        dh1, t_dh1 = self.backward(hs, ths, chi, t)
         self.update(Xb, dh1, t_dh1, xs[-1], txs[-1], chi)
         self.evaluate(t + 1)
 
@@ -210,6 +257,13 @@ class DeepRun:
         return self.res.finish(loop)
 
 
+def _run(spec: RunSpec, rng, on_step) -> LimitResult:
+    if spec.partners:
+        from .adam import run_adam
+        return run_adam(spec, rng, on_step)
+    return DeepRun(spec, rng).run(on_step)
+
+
 def run_once(spec: RunSpec, rng, on_step=lambda t: None) -> LimitResult:
     """One Monte Carlo run.
 
@@ -219,11 +273,11 @@ def run_once(spec: RunSpec, rng, on_step=lambda t: None) -> LimitResult:
     run (measured: 2x faster than leaving both pools at two threads).
     """
     if np.dtype(spec.dtype) == np.float64:
-        return DeepRun(spec, rng).run(on_step)
+        return _run(spec, rng, on_step)
     with compile_notice("the float32 history kernels"):
         mixed_precision.warm_up()
     with threadpool_limits(limits=1, user_api="blas"):
-        return DeepRun(spec, rng).run(on_step)
+        return _run(spec, rng, on_step)
 
 
 def run_in_worker(spec: RunSpec, seed_seq) -> LimitResult:
@@ -243,10 +297,14 @@ class MonteCarloEngine(FeatureLearningEngine):
             raise SpecError("method='quadrature' applies to one hidden layer only")
         decoupled = options.backprop == "decoupled"
         zdot = estimator_class(options.zdot, decoupled, net.nonlinearity)
+        if zdot.name == "tangent" and not problem.optimizer.plain:
+            raise SpecError(f"zdot='tangent' follows plain SGD only; with {problem.optimizer} "
+                            "use zdot='stein' (the default)")
         self.particles = antithetic_count(options.particles)
+        partners, debias = self._partners(problem, options)
         self.spec = RunSpec(problem, self.const, self.particles,
                             zdot, options.dtype, options.eval_steps(problem.T),
-                            options.record_stats, options.divergence_bound)
+                            options.record_stats, options.divergence_bound, partners, debias)
         self.workers = min(options.workers, options.replicates)    # replicates held at once
         what = ("the deep engine's histories"
                 + (" and derivative arrays (zdot='tangent'; 'stein' needs far less)"
@@ -255,6 +313,23 @@ class MonteCarloEngine(FeatureLearningEngine):
         require_particles(self.particles, self.bytes_per_particle() * self.workers, what)
         self.bar_total = problem.T * options.replicates
         self.info = {"particles": self.particles, "zdot": zdot.name, "workers": self.workers}
+        if partners:
+            self.info.update(partners=partners, debias_partners=debias)
+
+    def _partners(self, problem, options):
+        """(M, debias) for Adam (docs/theory.md §10.6); (0, False) otherwise."""
+        if problem.optimizer.kind != "adam":
+            if options.partners is not None:
+                raise SpecError("partners= applies to the deep limit of Adam training only")
+            return 0, False
+        N, debias = self.particles, options.debias_partners
+        most = N // 2 if debias else N
+        M = options.partners if options.partners is not None else min(256, most)
+        if M > most:
+            raise SpecError(f"partners = {M} needs {'2 × ' if debias else ''}partners <= "
+                            f"particles = {N}" + (" (debias_partners runs M and 2M)"
+                                                  if debias else ""))
+        return M, debias
 
     def bytes_per_particle(self) -> float:
         """Histories in the storage dtype; one pass's float64 arrays, the statistics'
@@ -265,6 +340,9 @@ class MonteCarloEngine(FeatureLearningEngine):
         per = np.dtype(s.dtype).itemsize * hist + 8 * (d + do + 4 * L * max(B, E))
         if s.record_stats:
             per += 8 * 2 * L * E                                    # h_0, x_0 of the eval inputs
+        if s.partners:
+            from .adam import bytes_per_particle as adam_bytes
+            per += adam_bytes(L, d, do, s.partners * (2 if s.debias else 1))
         return per + s.zdot.bytes_per_particle(L, d, do, B, T, E)
 
     def run(self, on_step) -> LimitResult:

@@ -36,15 +36,19 @@ from ..sampling import antithetic_count
 from .columns import STAT_FIELDS, SweepColumns, n_columns
 from .linear import linear_one_hidden
 from .particles import MAX_NODES, antithetic_particles, quadrature_particles
+from .state import ParticleOptimizer, state_rows
 from .sweep import MIN_BLOCK, block_size, phi_tag, sweep, warm_up
 from .sweep_numpy import sweep_numpy
 
 NAME = "limit/one_hidden"
 
 
-def bytes_per_particle(d: int, d_out: int, dtype, stats: bool, K: int) -> float:
-    """Particle storage (plus the copy of Z^U_0 for statistics) and the per-block sums."""
-    return np.dtype(dtype).itemsize * (d + d_out + (d if stats else 0)) + 8.0 * K / MIN_BLOCK
+def bytes_per_particle(d: int, d_out: int, dtype, stats: bool, K: int,
+                       state: int = 0) -> float:
+    """Particle storage (plus the copy of Z^U_0 for statistics, and ``state`` arrays of the
+    optimizer per coordinate: heavy-ball buffers, Adam moments) and the per-block sums."""
+    rows = (d + d_out) * (1 + state) + (d if stats else 0)
+    return np.dtype(dtype).itemsize * rows + 8.0 * K / MIN_BLOCK
 
 
 def _block_weights(w, N, nb, block):
@@ -75,7 +79,8 @@ class ParticleEngine(FeatureLearningEngine):
         net = problem.net
         self.stats = options.record_stats
         self.cols_K = n_columns(problem.B, problem.E, net.d_out, self.stats)
-        per = bytes_per_particle(net.d_in, net.d_out, options.dtype, self.stats, self.cols_K)
+        per = bytes_per_particle(net.d_in, net.d_out, options.dtype, self.stats, self.cols_K,
+                                 state_rows(problem.optimizer))
         if self.method == "quadrature":
             dims = net.d_in + (net.d_out if self.const.readout_init else 0)
             if dims > 3:
@@ -173,20 +178,22 @@ class ParticleEngine(FeatureLearningEngine):
         Xe = np.array(p.eval_inputs)                     # writable: one kernel signature
         empty_x, empty_chi = np.zeros((0, d)), np.zeros((0, do))
         alpha = self.const.alpha
+        state = ParticleOptimizer(p.optimizer, self.const, d, do, N, U.dtype)
         res = LimitResult.empty(T, E, B, do, L=1)
 
-        def do_sweep(t_after, Xb, chi, step_u, step_v, Xn):
+        def do_sweep(t_after, Xb, chi, Xn):
             """Sweep producing the state after ``t_after`` updates; store its evaluations."""
             evaluate = t_after in eval_steps
+            step_u, step_v, hp = state.step(t_after)
             Xs = Xe if evaluate else empty_x
             cols = SweepColumns(len(Xn), len(Xs), do, self.stats and evaluate)
             if o.kernel == "numba":
                 out = np.zeros((nb, cols.width))
                 sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xs, cols.stats, block,
-                      out)
+                      out, state.SU, state.SV, hp)
             else:
                 out = sweep_numpy(U, V, w, U0, p.net.phi, Xb, chi, step_u, step_v, Xn, Xs,
-                                  cols.stats, block)
+                                  cols.stats, block, state.SU, state.SV, hp)
             tot = out.sum(axis=0)
             check_size(alpha * tot[: (cols.Bn + cols.E) * do], t_after, None, "output f",
                        o.divergence_bound)
@@ -204,10 +211,9 @@ class ParticleEngine(FeatureLearningEngine):
                     res.moments.feature_kernel[t_after] = m["feature_kernel"]
             return alpha * cols.next_outputs(tot)
 
-        step_u, step_v = alpha * self.const.eta[0], alpha * self.const.eta[1]
         loop = StepLoop(T, on_step)
         with loop:
-            f_next = do_sweep(0, empty_x, empty_chi, 0.0, 0.0, p.batch(0)[0])
+            f_next = do_sweep(0, empty_x, empty_chi, p.batch(0)[0])
             for t in loop:
                 Xb, Yb = p.batch(t)
                 f = f_next
@@ -215,7 +221,7 @@ class ParticleEngine(FeatureLearningEngine):
                 res.loss[t] = float(np.mean(p.loss.value(f, Yb, np)))
                 chi = np.ascontiguousarray(p.loss.grad(f, Yb, np) / B)
                 Xn = p.batch(t + 1)[0] if t + 1 < T else empty_x
-                f_next = do_sweep(t + 1, Xb, chi, step_u, step_v, Xn)
+                f_next = do_sweep(t + 1, Xb, chi, Xn)
         res.se_method = ("batch means over particle blocks (ignores error carried by chi; "
                          "use replicates > 1 for the full Monte Carlo error)")
         res.se_dof = nb - 1

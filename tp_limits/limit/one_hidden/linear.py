@@ -12,7 +12,10 @@ and the switches e_1, e_V of §5.1, the simultaneous updates are
     A -= α η_1 e_1 Gᵀ C,   B -= α η_1 e_1 Gᵀ D,
     C -= α η_2 e_V G A,    D -= α η_2 e_V G B,
 
-and f̊_t(ζ) = α M_t ζ with M_t = C_t A_tᵀ + D_t B_tᵀ.  No Monte Carlo, any
+and f̊_t(ζ) = α M_t ζ with M_t = C_t A_tᵀ + D_t B_tᵀ.  With momentum μ and weight
+decay (docs/theory.md §10.2) each of A, B, C, D moves by the heavy-ball rule
+(spec/optimizer.py ``heavy_ball_step``) with the increments above, and with
+δ_1 = η_1 λ for A, B and δ_2 = η_2 λ for C, D: every particle stays linear in (z, ω).  No Monte Carlo, any
 d, d_out and batch size.  Second moments give the statistics exactly:
 E[(Z^U ζ)²] = ζᵀ(AAᵀ + BBᵀ)ζ and the change uses A - A_0 in place of A.
 """
@@ -22,6 +25,7 @@ import numpy as np
 
 from ...engine.steps import StepLoop, check_size
 from ...errors import DivergenceError
+from ...spec.optimizer import heavy_ball_step
 from ..result import LimitResult
 
 
@@ -38,6 +42,9 @@ def linear_one_hidden(problem, const, eval_steps, on_step=None, bound=None) -> L
     A, Bm = sigma_u * np.eye(d), np.zeros((d, d_out))
     C, D = np.zeros((d_out, d)), (sigma_v if const.readout_init else 0.0) * np.eye(d_out)
     A0 = A.copy()
+    opt = problem.optimizer
+    mu, d_u, d_v = opt.momentum, opt.decay(const.decay[0]), opt.decay(const.decay[1])
+    bufs = [None] * 4
     Xe = problem.eval_inputs
     res = LimitResult.empty(T, problem.E, B, d_out, L=1)
     mom = res.moments
@@ -65,8 +72,10 @@ def linear_one_hidden(problem, const, eval_steps, on_step=None, bound=None) -> L
             res.loss[t] = float(np.mean(problem.loss.value(f, Yb, np)))
             chi = problem.loss.grad(f, Yb, np) / B
             G = chi.T @ Xb                                   # (d_out, d)
-            A, Bm, C, D = (A - step_u * G.T @ C, Bm - step_u * G.T @ D,
-                           C - step_v * G @ A, D - step_v * G @ Bm)
+            incs = (step_u * G.T @ C, step_u * G.T @ D, step_v * G @ A, step_v * G @ Bm)
+            moved = [heavy_ball_step(Z, b, inc, mu, dec) for Z, b, inc, dec in
+                     zip((A, Bm, C, D), bufs, incs, (d_u, d_u, d_v, d_v))]
+            (A, Bm, C, D), bufs = zip(*moved)
             if not np.all(np.isfinite(C @ A.T + D @ Bm.T)):
                 raise DivergenceError(t + 1, None, "output f")
             record(t + 1)

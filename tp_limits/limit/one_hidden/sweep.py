@@ -6,7 +6,13 @@ One call = one sweep over particle memory = one SGD step of the limit:
        Z^U   -= step_u Σ_i (χ_iᵀ Z^{nV}) φ′(Z^U ξ_i) ξ_iᵀ
        Z^{nV} -= step_v Σ_i χ_i φ(Z^U ξ_i)
    (step_u = α η_1 e_1 and step_v = α η_2 e_V carry the output multiplier α and
-   the limit switches of docs/theory.md §5.1);
+   the limit switches of docs/theory.md §5.1).  Other optimizers keep per-particle
+   state ``SU`` (k, d, N), ``SV`` (k, d_out, N) and read ``hp`` (see HP):
+   k = 1, heavy ball with decay (docs/theory.md §10.2): the increment joins the
+       buffer, M ← μ M + δ Z + increment, Z ← Z − M;
+   k = 2, Adam (§10.5): with the gradient ĝ (step_u, step_v are then its scale α),
+       m ← β₁ m + (1−β₁) ĝ, v ← β₂ v + (1−β₂) ĝ²,
+       Z ← (1 − δ) Z − lr m̂ / (√v̂ + ε)   (lr = η e, bias-corrected m̂, v̂);
 2. with the updated particles, accumulate the weighted sums
        Σ_α w_α Z^{nV}_α φ(Z^U_α ξ)   for the next batch and the eval inputs,
    and, if asked, the coordinate statistics of the eval inputs.
@@ -33,6 +39,7 @@ from numba import njit, prange
 from numba.extending import overload
 
 from .fastmath import fast_tanh
+from .state import hyperparameters
 
 _FAST = dict(fastmath=True, error_model="numpy", cache=True)
 
@@ -170,9 +177,42 @@ def _preacts(Ub, X, use_blas):
     return H
 
 
+@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
+def _decay_into(M, mu, shrink, Z):
+    """M ← μ M + δ Z (the heavy-ball buffer before the gradient increment joins it)."""
+    for k in range(M.shape[0]):
+        Mk, Zk = M[k], Z[k]
+        for j in range(Mk.shape[0]):
+            Mk[j] = mu * Mk[j] + shrink * Zk[j]
+
+
+@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
+def _adam_into(Z, M, V, Gr, b1, b2, eps, bias1, bias2, lr, shrink):
+    """Adam on every entry of a block: moments (M, V) of the gradient Gr, then
+    Z ← (1 − δ) Z − lr m̂/(√v̂ + ε); an entry that has seen only zero gradients with
+    ε = 0 does not move (0/0 read as 0)."""
+    for k in range(Z.shape[0]):
+        Zk, Mk, Vk, Gk = Z[k], M[k], V[k], Gr[k]
+        for j in range(Zk.shape[0]):
+            g = Gk[j]
+            mk = b1 * Mk[j] + (1.0 - b1) * g
+            vk = b2 * Vk[j] + (1.0 - b2) * g * g
+            Mk[j] = mk
+            Vk[j] = vk
+            den = math.sqrt(vk / bias2) + eps
+            psi = (mk / bias1) / den if den > 0.0 else 0.0
+            Zk[j] = (1.0 - shrink) * Zk[j] - lr * psi
+
+
 @njit(fastmath=True, error_model="numpy", cache=True)
-def _update_block(Ub, Vb, tag, Xb, chi, step_u, step_v, D, use_blas):
-    """Simultaneous update of one block with the batch (Xb, χ); see the module docstring."""
+def _update_block(Ub, Vb, tag, Xb, chi, step_u, step_v, D, use_blas, S0u, S0v, S1u, S1v,
+                  mode, hp):
+    """Simultaneous update of one block with the batch (Xb, χ); see the module docstring.
+
+    ``mode`` 0: the increments go straight into Ub, Vb; 1: into the heavy-ball
+    buffers S0u, S0v; 2: into zeroed gradient scratch, then Adam with moments
+    (S0, S1).
+    """
     d, m = Ub.shape
     do = Vb.shape[0]
     B = Xb.shape[0]
@@ -191,13 +231,28 @@ def _update_block(Ub, Vb, tag, Xb, chi, step_u, step_v, D, use_blas):
         phi_arrays(tag, H[i], P[i], D)
         for j in range(m):
             Gi[j] = sv[j] * D[j]
+    if mode == 1:                      # both buffers from the old particles, then move
+        _decay_into(S0u, hp[0], hp[1], Ub)
+        _decay_into(S0v, hp[0], hp[2], Vb)
+        TU, TV = S0u, S0v              # where the increments go (subtracted with -step)
+    elif mode == 2:
+        TU, TV = np.zeros((d, m)), np.zeros((do, m))
+    else:
+        TU, TV = Ub, Vb
+    sign = -1.0 if mode else 1.0
     if step_u != 0.0:
         if use_blas and B >= BLAS_MIN_B:
-            _sub_scaled(Ub, step_u, np.dot(np.ascontiguousarray(Xb.T), G))
+            _sub_scaled(TU, sign * step_u, np.dot(np.ascontiguousarray(Xb.T), G))
         else:
-            _sub_outer(Ub, step_u, Xb, G)
+            _sub_outer(TU, sign * step_u, Xb, G)
     if step_v != 0.0:
-        _sub_outer(Vb, step_v, chi, P)
+        _sub_outer(TV, sign * step_v, chi, P)
+    if mode == 1:
+        _sub_scaled(Ub, 1.0, S0u)
+        _sub_scaled(Vb, 1.0, S0v)
+    elif mode == 2:
+        _adam_into(Ub, S0u, S1u, TU, hp[3], hp[4], hp[5], hp[6], hp[7], hp[8], hp[1])
+        _adam_into(Vb, S0v, S1v, TV, hp[3], hp[4], hp[5], hp[6], hp[7], hp[9], hp[2])
 
 
 @njit(inline="always", fastmath=True, error_model="numpy", cache=True)
@@ -362,8 +417,11 @@ def _store_block(Ab, A, a0):
 
 
 @njit(parallel=True, fastmath=True, error_model="numpy", cache=True)
-def sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out):
+def sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out, SU, SV, hp):
     """One fused step; see the module docstring.  ``out`` must be zeroed, shape (nblocks, K).
+
+    SU (k, d, N), SV (k, d_out, N): the optimizer's per-particle state (k = 0 plain
+    SGD, 1 heavy ball, 2 Adam), updated in place; ``hp``: hyperparameters (HP).
 
     Each block is first copied into C-ordered float64 scratch: a column
     slice ``U[:, a0:a1]`` is a non-contiguous view whose rows Numba can only
@@ -376,6 +434,7 @@ def sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out):
     nb = (N + block - 1) // block
     uniform = w.shape[0] == 1
     use_blas = d >= BLAS_MIN_D
+    mode = SU.shape[0]
     for bi in prange(nb):
         a0 = bi * block
         m = min(N, a0 + block) - a0
@@ -386,9 +445,20 @@ def sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out):
         ph = np.empty(m)
         D = np.empty(m)
         if Xb.shape[0] > 0:
-            _update_block(Ub, Vb, tag, Xb, chi, step_u, step_v, D, use_blas)
+            S0u = _load_block(SU[0], a0, m) if mode > 0 else Ub
+            S0v = _load_block(SV[0], a0, m) if mode > 0 else Vb
+            S1u = _load_block(SU[1], a0, m) if mode > 1 else Ub
+            S1v = _load_block(SV[1], a0, m) if mode > 1 else Vb
+            _update_block(Ub, Vb, tag, Xb, chi, step_u, step_v, D, use_blas, S0u, S0v, S1u,
+                          S1v, mode, hp)
             _store_block(Ub, U, a0)
             _store_block(Vb, V, a0)
+            if mode > 0:
+                _store_block(S0u, SU[0], a0)
+                _store_block(S0v, SV[0], a0)
+            if mode > 1:
+                _store_block(S1u, SU[1], a0)
+                _store_block(S1v, SV[1], a0)
         _forward_sums(Ub, Xn, Vb, wb, uniform, tag, use_blas, ph, acc, 0)
         if stats and E > 0:             # the eval pre-activations serve both sums
             He = _preacts(Ub, Xe, use_blas)
@@ -405,4 +475,5 @@ def warm_up(tag, dtype) -> None:
     one = np.zeros((1, 1), dtype)
     f64 = np.zeros((1, 1))
     sweep(one, one.copy(), np.ones(1), one.copy(), tag, f64, f64, 0.0, 0.0, f64, f64, False,
-          1, np.zeros((1, 2)))
+          1, np.zeros((1, 2)), np.zeros((0, 1, 1), dtype), np.zeros((0, 1, 1), dtype),
+          hyperparameters())

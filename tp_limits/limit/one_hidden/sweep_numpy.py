@@ -11,6 +11,7 @@ import numpy as np
 
 from ...engine.backend import numpy_backend
 from ...nonlinearities import get_nonlinearity
+from .state import HP
 
 _NP = numpy_backend()
 
@@ -22,20 +23,45 @@ def _block_sums(values, block: int, nb: int) -> np.ndarray:
 
 
 def sweep_numpy(U, V, w, U0, phi: str, Xb, chi, step_u, step_v, Xn, Xe, stats: bool,
-                block: int) -> np.ndarray:
-    """Update U, V in place with the batch (Xb, chi), then return the block sums."""
+                block: int, SU=None, SV=None, hp=None) -> np.ndarray:
+    """Update U, V in place with the batch (Xb, chi), then return the block sums.
+
+    ``SU``, ``SV``, ``hp`` as in sweep.py: heavy-ball buffers (k = 1) or Adam moments
+    (k = 2), updated in place; None (or k = 0) is plain SGD.
+    """
     nl = get_nonlinearity(phi)
     d, N = U.shape
     nb = (N + block - 1) // block
+    mode = 0 if SU is None else SU.shape[0]
     if len(Xb):
         H = Xb @ U                                   # (B, N)
         S = chi @ V                                  # (B, N): χ_iᵀ Z^{nV}
         G = S * nl.dphi(H, _NP)
         P = nl.phi(H, _NP)
-        if step_u != 0.0:
-            U -= step_u * (Xb.T @ G)
-        if step_v != 0.0:
-            V -= step_v * (chi.T @ P)
+        if mode == 0:
+            if step_u != 0.0:
+                U -= step_u * (Xb.T @ G)
+            if step_v != 0.0:
+                V -= step_v * (chi.T @ P)
+        else:
+            h = dict(zip(HP, hp))
+            for Z, St, inc, shrink, lr in ((U, SU, step_u * (Xb.T @ G), h["decay_u"], h["lr_u"]),
+                                          (V, SV, step_v * (chi.T @ P), h["decay_v"], h["lr_v"])):
+                if mode == 1:                        # M ← μ M + δ Z + increment, Z ← Z − M
+                    St[0] *= h["momentum"]
+                    St[0] += shrink * Z + inc
+                    Z -= St[0]
+                    continue
+                b1, b2 = h["beta1"], h["beta2"]      # Adam on the gradient ĝ = inc
+                St[0] *= b1
+                St[0] += (1 - b1) * inc
+                St[1] *= b2
+                St[1] += (1 - b2) * inc * inc
+                den = np.sqrt(St[1] / h["bias2"]) + h["eps"]
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    psi = np.where(den > 0, (St[0] / h["bias1"]) / den, 0.0)
+                Z *= 1 - shrink
+                Z -= lr * psi
     ww = w if len(w) == N else np.full(N, w[0])
     cols = []
     for X in (Xn, Xe):

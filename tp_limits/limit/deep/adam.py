@@ -1,0 +1,111 @@
+"""The deep (L >= 2) limit of Adam training: partner particles (docs/theory.md §10.6).
+
+Adam moves entry (α, β) of a hidden matrix W^l by ψ_s(α, β), a nonlinear
+function of the history of its rescaled gradient entries
+ĝ_r(α, β) = Σ_i Z^{δh^l_{r,i}}_α Z^{x^{l−1}_{r,i}}_β, r <= s.  With decoupled
+decay δ = η_l λ, W^l_t = ρ_t W^l_0 − η_l e_l n^{−1} Ψ_t with Ψ_{t+1} = (1 − δ) Ψ_t + ψ_t,
+so in the limit
+
+    Z^{W_t x}_α   = ρ_t (Ẑ + Ż) − η_l e_l E_β[Ψ_t(α, β) Z^x_β],
+    Z^{W_tᵀ δh}_β = ρ_t (Ẑ + Ż) − η_l e_l E_α[Ψ_t(α, β) Z^{δh}_α],
+
+where the expectation runs over an independent copy of the particle.  It is
+estimated with M partner particles, a random subset P fixed for the run, whose
+Adam moments are carried along for the pairs (all, P) (forward) and (P, all)
+(backward): memory 6 M per particle and hidden layer, time O(N M (B + E)) per
+layer and step.  The estimate of a nonlinear function of a partner mean has a
+bias of order 1/M; :func:`run_adam` removes it by running M and 2M partners
+from the same seed (the M partners are the first half of the 2M) and reporting
+2 f(2M) − f(M), whose spread over replicates is the error bar.
+
+Z^U and Z^{nV} are particle-local: each particle carries its own Adam moments.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ...spec.optimizer import adam_direction
+from ..result import LimitResult
+from .montecarlo import DeepRun
+
+
+class AdamDeepRun(DeepRun):
+    """A deep Monte Carlo run under Adam with ``spec.partners`` partner particles."""
+
+    def __init__(self, spec, rng):
+        super().__init__(spec, rng)
+        opt = spec.problem.optimizer
+        self.betas, self.eps = opt.betas, opt.eps
+        N, M = self.N, spec.partners
+        self.M = M
+        # the first M of one permutation: runs with M and 2M partners share the first M
+        self.P = np.sort(rng.permutation(N)[:M])
+        hidden = range(2, self.L + 1)
+        self.fw = {l: [np.zeros((N, M)) for _ in range(3)] for l in hidden}   # m, v, Ψ
+        self.bw = {l: [np.zeros((M, N)) for _ in range(3)] for l in hidden}
+        self.mom_U = [np.zeros_like(self.ZU), np.zeros_like(self.ZU)]
+        self.mom_V = [np.zeros_like(self.ZV), np.zeros_like(self.ZV)]
+        self.x_rows, self.dh_rows = {}, {}
+        self.updates = 0
+
+    def delta_w_forward(self, l, x, store):
+        if store:
+            self.x_rows[l] = x
+        if not self.updates:
+            return None
+        return -(self.eta[l - 1] / self.M) * (x[:, self.P] @ self.fw[l][2].T)
+
+    def delta_w_backward(self, l, dh):
+        self.dh_rows[l] = dh
+        if not self.updates:
+            return None
+        return -(self.eta[l - 1] / self.M) * (dh[:, self.P] @ self.bw[l][2])
+
+    def _adam(self, moments, g):
+        return adam_direction(moments[0], moments[1], g, self.betas, self.eps, self.updates)
+
+    def update(self, Xb, dh1, t_dh1, xL, t_xL, chi) -> None:
+        """Adam on every particle's Z^U, Z^{nV} and on the sampled pairs of each hidden
+        matrix, simultaneously (every gradient is from this step's forward and backward)."""
+        self.updates += 1
+        L, P = self.L, self.P
+        for l in range(2, L + 1):
+            x, dh = self.x_rows[l], self.dh_rows[l]
+            shrink = self.decay[l - 1]
+            for block, g in ((self.fw[l], dh.T @ x[:, P]), (self.bw[l], dh[:, P].T @ x)):
+                psi = self._adam(block, g)
+                block[2] *= 1.0 - shrink
+                block[2] += psi
+        psi_U = self._adam(self.mom_U, dh1.T @ Xb)
+        psi_V = self._adam(self.mom_V, self.alpha * xL.T @ chi)
+        self.ZU = (1.0 - self.decay[0]) * self.ZU - self.eta[0] * psi_U
+        self.ZV = (1.0 - self.decay[L]) * self.ZV - self.eta[L] * psi_V
+
+
+def bytes_per_particle(L: int, d: int, d_out: int, partners: int) -> float:
+    """Adam's float64 state per particle: three (N, M) and three (M, N) arrays per hidden
+    layer, two moments of Z^U and Z^{nV}."""
+    return 8.0 * (6 * partners * (L - 1) + 2 * (d + d_out))
+
+
+def run_adam(spec, rng, on_step) -> LimitResult:
+    """One replicate; with ``spec.debias``, the M- and 2M-partner runs from one seed and
+    their extrapolation 2 f(2M) − f(M) (the 1/M bias removed).  ``info`` keeps both."""
+    if not spec.debias:
+        return AdamDeepRun(spec, rng).run(on_step)
+    seed = int(rng.integers(2 ** 63))
+    small = AdamDeepRun(spec, np.random.default_rng(seed)).run(lambda t: None)
+    if small.interrupted or small.diverged:
+        return small
+    big = AdamDeepRun(replace(spec, partners=2 * spec.partners),
+                      np.random.default_rng(seed)).run(on_step)
+    if big.interrupted or big.diverged:
+        return big
+    out = LimitResult(f_eval=2 * big.f_eval - small.f_eval, f_eval_se=big.f_eval_se,
+                      f_train=2 * big.f_train - small.f_train, loss=2 * big.loss - small.loss,
+                      completed=big.completed, moments=big.moments,
+                      se_method=big.se_method, se_dof=big.se_dof, info=dict(big.info))
+    out.extras = {"f_eval_partners_M": small.f_eval, "f_eval_partners_2M": big.f_eval}
+    return out
