@@ -89,7 +89,7 @@ def test_unstable_and_bad_values_fail_before_any_work():
     ("limit", "workers", 0, ["workers"]),
     ("limit", "seed", -1, ["seed"]),
     ("finite", "widths", [256, 10 ** 6], ["width 1000000", "GiB"]),
-    ("parametrization", "optimizer", "adam", ["adam", "not implemented"]),
+    ("limit", "partners", 8, ["partners", "Adam training only"]),
 ])
 def test_check_accepts_exactly_what_the_engines_accept(section, key, value, words, tmp_path,
                                                        capsys):

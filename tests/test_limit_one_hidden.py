@@ -202,7 +202,8 @@ def test_finite_networks_converge_at_rate_one_half(phi, limit_kwargs):
 # ---- bad input --------------------------------------------------------------------------
 @pytest.mark.parametrize("net, kwargs, error, match", [
     (tp.MLP(tp.sp(1), 2, 1), {}, tp.UnstableParametrizationError, "q = 0 < 1"),
-    (tp.MLP(tp.mup(1, optimizer="adam"), 2, 1), {}, tp.UnsupportedError, "adam"),
+    (tp.MLP(tp.mup(1, optimizer="adam"), 2, 1, phi="id"), dict(method="exact"), tp.SpecError,
+     "no closed form"),
     (tp.MLP(tp.mup(1), 2, 1), dict(particles=1), tp.SpecError, "particles"),
     (tp.MLP(tp.mup(1), 2, 1), dict(replicates=0), tp.SpecError, "replicates"),
     (tp.MLP(tp.mup(1), 2, 1), dict(method="exact"), tp.SpecError, "phi='id'"),

@@ -161,9 +161,6 @@ def test_momentum_and_decay_refusals_name_the_fix():
         tp.simulate_limit(tp.MLP(tp.ntp(2), 2, 1, phi="relu"), r)
     with pytest.raises(tp.SpecError, match="zdot='stein'"):
         tp.simulate_limit(tp.MLP(tp.mup(2), 2, 1), r, zdot="tangent")
-    with pytest.raises(tp.UnsupportedError, match="adam"):
-        tp.simulate_limit(tp.MLP(tp.mup(2, optimizer="adam"), 2, 1),
-                          tp.Routine(lr=0.5, optimizer=tp.Adam(), **D1))
     with pytest.raises(tp.SpecError, match="exponents are for sgd"):
         tp.train_finite(tp.MLP(tp.mup(2), 2, 1), tp.Routine(lr=0.5, optimizer=tp.Adam(), **D1),
                         16)

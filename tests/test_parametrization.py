@@ -77,7 +77,8 @@ def abcs(draw, max_L=5):
 
 def verdicts(k):
     d = k.to_dict()
-    for key in ("a", "b", "c", "name"):
+    # the decay and ε exponents are w-space units and move with (a, c) under the shift
+    for key in ("a", "b", "c", "name", "weight_decay_exponents", "eps_exponents"):
         d.pop(key)
     return d
 

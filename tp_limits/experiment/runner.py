@@ -30,7 +30,7 @@ from ..engine.trajectory import Trajectory
 from ..errors import TPError
 from ..finite.train import check_finite_options
 from ..limit import prepare_limit, simulate_limit
-from ..spec import MLP, Routine
+from ..spec import MLP, SGD, Adam, Routine
 from .data import load_data
 from .schema import ExperimentError, validate
 
@@ -97,6 +97,19 @@ def _d_out(data: dict, Y: np.ndarray) -> int:
     return 1 if Y.ndim == 1 else Y.shape[1]
 
 
+def _optimizer(kind: str, r: dict):
+    """The routine's optimizer from the [routine] keys, for the parametrization's kind."""
+    if kind == "adam":
+        if r["momentum"]:
+            raise ExperimentError("routine.momentum is SGD's heavy ball; Adam's is "
+                                  "routine.adam_betas")
+        betas = tuple(r["adam_betas"]) if r["adam_betas"] is not None else (0.9, 0.999)
+        return Adam(betas=betas, eps=r["adam_eps"], weight_decay=r["weight_decay"])
+    if r["adam_betas"] is not None:
+        raise ExperimentError("routine.adam_betas needs parametrization.optimizer = 'adam'")
+    return SGD(momentum=r["momentum"], weight_decay=r["weight_decay"])
+
+
 def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
     """Validate ``config`` and build the experiment (no simulation yet).
 
@@ -112,7 +125,8 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
                   phi=m["phi"], sigma=m["sigma"], lr_mult=m["lr_mult"],
                   readout_multiplier=m["readout_multiplier"], output_scale=m["output_scale"])
         routine = Routine(X, Y, lr=r["lr"], loss=r["loss"], batch_size=r["batch_size"],
-                          steps=steps, eval_inputs=E, eval_targets=Ye)
+                          steps=steps, eval_inputs=E, eval_targets=Ye,
+                          optimizer=_optimizer(param.optimizer, r))
     except ExperimentError:
         raise
     except TPError as exc:
@@ -126,7 +140,8 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
     limit = {
         "particles": lim["particles"], "replicates": lim["replicates"], "seed": lim["seed"],
         "method": lim["method"], "backprop": lim["backprop"], "zdot": lim["zdot"],
-        "dtype": np.dtype(lim["dtype"]), "workers": lim["workers"]}
+        "dtype": np.dtype(lim["dtype"]), "workers": lim["workers"],
+        "partners": lim["partners"], "debias_partners": lim["debias_partners"]}
     fin = cfg["finite"]
     finite = {} if not fin["enabled"] else {
         "widths": tuple(sorted(set(fin["widths"]))), "seeds": fin["seeds"],

@@ -93,7 +93,8 @@ SCHEMA: dict = {
         "c": Key("exponent|exponents", None,
                  "learning-rate exponent, one value or one per layer (sp/ntp: default 0)"),
         "form": Key("str", "tp4", "mup only: 'tp4' or 'a0'", choices=("tp4", "a0")),
-        "optimizer": Key("str", "sgd", "'sgd' (limits exist for SGD only) or 'adam'",
+        "optimizer": Key("str", "sgd",
+                         "'sgd' or 'adam': sets the exponents (hyperparameters: [routine])",
                          choices=OPTIMIZERS),
         "name": Key("str", "", "label of a custom parametrization"),
     },
@@ -129,6 +130,11 @@ SCHEMA: dict = {
         "loss": Key("str", "mse", "'mse' or 'xent'", choices=tuple(sorted(LOSSES))),
         "batch_size": Key("int", 1, "examples per SGD step"),
         "steps": Key("int", None, "SGD steps (generators: default 16; arrays: len(X) / batch)"),
+        "momentum": Key("number", 0.0, "SGD heavy-ball momentum μ in [0, 1)"),
+        "weight_decay": Key("number", 0.0, "width-free weight decay λ: a shrink of η_l λ per "
+                                            "step (SGD: coupled; Adam: decoupled)"),
+        "adam_betas": Key("numbers", None, "Adam's (β₁, β₂) (default 0.9, 0.999)"),
+        "adam_eps": Key("number", 1e-8, "Adam's ε in width-free units (docs/theory.md §10.3)"),
     },
     "limit": {
         "particles": Key("int", 100_000, "Monte Carlo particles per replicate"),
@@ -144,6 +150,8 @@ SCHEMA: dict = {
         "dtype": Key("str", "float64", "storage precision: 'float64' or 'float32'",
                      choices=DTYPES),
         "workers": Key("int", 1, "deep Monte Carlo: processes for the replicates"),
+        "partners": Key("int", None, "deep Adam: partner particles M (default min(256, N/2))"),
+        "debias_partners": Key("bool", True, "deep Adam: report 2 f(2M) - f(M)"),
     },
     "sweep": {
         "lrs": Key("numbers", None, "learning rates to sweep (tp-limits sweep; at least three)"),

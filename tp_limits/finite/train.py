@@ -128,7 +128,7 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
     meta = run_meta(problem, done, loop.interrupted, loop.diverged,
                     time.perf_counter() - started, engine="finite", width=int(width),
                     seed=int(seed), backend=b.name, dtype=dtype.name, backprop=backprop,
-                    optimizer=str(optimizer), record=list(record))
+                    record=list(record))
     stats = recorder.truncate(done + 1) if recorder else {}
     stats.update(problem.eval_metrics(f_eval[: done + 1]))
     return Trajectory(f_eval=f_eval[: done + 1], f_train=f_train[:done], loss=losses[:done],
