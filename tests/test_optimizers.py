@@ -82,13 +82,13 @@ def test_finite_network_is_pytorch_sgd_with_width_free_decay(param):
 @pytest.mark.parametrize("L", [1, 2])
 def test_exact_linear_limits_match_monte_carlo(L):
     """φ = id: the closed forms (one hidden layer; deep linear) against the particle
-    engines run on the same linear network, within the t-bound of the replicates' SE."""
+    engines run on the same linear network, within 5 standard errors (8 replicates)."""
     net = tp.MLP(tp.mup(L), 3, 2, phi="id")
     r = tp.Routine(lr=0.4, optimizer=OPT, **N8_LONG)
     exact = tp.simulate_limit(net, r)
     assert exact.meta["method"] == "exact"
     mc = tp.simulate_limit(net, r, method="monte_carlo", particles=20_000, replicates=8, seed=1)
-    bound = t_quantile(mc.se_dof) * mc.f_eval_se[1:]
+    bound = 5 * mc.f_eval_se[1:]
     assert np.all(np.abs(mc.f_eval[1:] - exact.f_eval[1:]) <= bound)
     plain = tp.simulate_limit(net, tp.Routine(lr=0.4, **N8_LONG))
     assert np.abs(plain.f_eval[-1] - exact.f_eval[-1]).max() > 20 * bound.max()
@@ -104,7 +104,7 @@ def test_deep_linear_limit_matches_finite_networks_at_width_8192():
     r = tp.Routine(lr=0.4, optimizer=OPT, **N8_LONG)
     exact = tp.simulate_limit(net, r)
     mean, se = _finite_mean(net, r, 8192, 6)
-    assert np.all(np.abs(mean[1:] - exact.f_eval[1:]) <= t_quantile(5) * se[1:])
+    assert np.all(np.abs(mean[1:] - exact.f_eval[1:]) <= 3 * se[1:])
 
 
 @pytest.mark.parametrize("L", [1, 2])
