@@ -37,10 +37,10 @@ class DataSet:
         return self.X_train.shape[1]
 
     def routine(self, lr: float, batch_size: int = 8, steps: int | None = None,
-                n_eval: int | None = None, loss: str = "xent") -> Routine:
+                n_eval: int | None = None, loss: str = "xent", optimizer=None) -> Routine:
         """A Routine that trains on the training split in order (cycling through it when
         steps · batch_size exceeds it) and evaluates, with targets, on the first
-        ``n_eval`` test points (default all)."""
+        ``n_eval`` test points (default all); ``optimizer`` as in :class:`Routine`."""
         B = check_int(batch_size, "batch_size")
         n = len(self.X_train)
         steps = n // B if steps is None else check_int(steps, "steps")
@@ -54,7 +54,7 @@ class DataSet:
             eye = np.eye(self.classes)
             Y, Ye = eye[self.y_train[rows]], eye[self.y_test[:n_eval]]
         return Routine(self.X_train[rows], Y, lr=lr, loss=loss, batch_size=B, steps=steps,
-                       eval_inputs=self.X_test[:n_eval], eval_targets=Ye)
+                       eval_inputs=self.X_test[:n_eval], eval_targets=Ye, optimizer=optimizer)
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:

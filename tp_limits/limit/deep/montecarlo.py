@@ -37,25 +37,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from ...engine.backend import numpy_backend
-from ...engine.memory import require_particles
-from ...engine.progress import compile_notice
 from ...engine.steps import StepLoop, check_size
-from ...errors import SpecError
 from ...spec.optimizer import heavy_ball_step, momentum_schedule
-from ..base import FeatureLearningEngine
-from ..replicates import run_replicates
 from ..result import LimitResult
-from ..sampling import antithetic_count
-from . import mixed_precision
 from .families import Family, times_rows
-from .zdot import estimator_class, make_estimator
+from .zdot import make_estimator
 
 _NP = numpy_backend()
 GROUPS = 32          # particle groups for the batch-means standard error
-NAME = "limit/deep_monte_carlo"
 
 
 @dataclass(frozen=True)
@@ -255,115 +246,3 @@ class DeepRun:
                               "carried by chi and the Ż coefficients; use replicates > 1)")
         self.res.se_dof = GROUPS - 1
         return self.res.finish(loop)
-
-
-def _run(spec: RunSpec, rng, on_step) -> LimitResult:
-    if spec.partners:
-        from .adam import run_adam
-        return run_adam(spec, rng, on_step)
-    return DeepRun(spec, rng).run(on_step)
-
-
-def run_once(spec: RunSpec, rng, on_step=lambda t: None) -> LimitResult:
-    """One Monte Carlo run.
-
-    With float32 histories the passes over them are Numba kernels
-    (mixed_precision.py) between small BLAS products; the two thread pools
-    would spin against each other, so BLAS is pinned to one thread for the
-    run (measured: 2x faster than leaving both pools at two threads).
-    """
-    if np.dtype(spec.dtype) == np.float64:
-        return _run(spec, rng, on_step)
-    with compile_notice("the float32 history kernels"):
-        mixed_precision.warm_up()
-    with threadpool_limits(limits=1, user_api="blas"):
-        return _run(spec, rng, on_step)
-
-
-def run_in_worker(spec: RunSpec, seed_seq) -> LimitResult:
-    """One replicate in a worker process (no progress callback there)."""
-    return run_once(spec, np.random.default_rng(seed_seq))
-
-
-class MonteCarloEngine(FeatureLearningEngine):
-    """Replicated Monte Carlo runs of the deep feature-learning limit."""
-
-    name, method = NAME, "monte_carlo"
-
-    def __init__(self, problem, classification, options):
-        super().__init__(problem, classification, options)
-        net = problem.net
-        if options.method == "quadrature":
-            raise SpecError("method='quadrature' applies to one hidden layer only")
-        decoupled = options.backprop == "decoupled"
-        zdot = estimator_class(options.zdot, decoupled, net.nonlinearity)
-        if zdot.name == "tangent" and not problem.optimizer.plain:
-            raise SpecError(f"zdot='tangent' follows plain SGD only; with {problem.optimizer} "
-                            "use zdot='stein' (the default)")
-        self.particles = antithetic_count(options.particles)
-        partners, debias = self._partners(problem, options)
-        self.spec = RunSpec(problem, self.const, self.particles,
-                            zdot, options.dtype, options.eval_steps(problem.T),
-                            options.record_stats, options.divergence_bound, partners, debias)
-        self.workers = min(options.workers, options.replicates)    # replicates held at once
-        what = ("the deep engine's histories"
-                + (" and derivative arrays (zdot='tangent'; 'stein' needs far less)"
-                   if zdot.name == "tangent" else "")
-                + (f" in {self.workers} worker processes" if self.workers > 1 else ""))
-        require_particles(self.particles, self.bytes_per_particle() * self.workers, what)
-        self.bar_total = problem.T * options.replicates
-        self.info = {"particles": self.particles, "zdot": zdot.name, "workers": self.workers}
-        if partners:
-            self.info.update(partners=partners, debias_partners=debias)
-
-    def _partners(self, problem, options):
-        """(M, debias) for Adam (docs/theory.md §10.6); (0, False) otherwise."""
-        if problem.optimizer.kind != "adam":
-            if options.partners is not None:
-                raise SpecError("partners= applies to the deep limit of Adam training only")
-            return 0, False
-        N, debias = self.particles, options.debias_partners
-        most = N // 2 if debias else N
-        M = options.partners if options.partners is not None else min(256, most)
-        if M > most:
-            raise SpecError(f"partners = {M} needs {'2 × ' if debias else ''}partners <= "
-                            f"particles = {N}" + (" (debias_partners runs M and 2M)"
-                                                  if debias else ""))
-        return M, debias
-
-    def bytes_per_particle(self) -> float:
-        """Histories in the storage dtype; one pass's float64 arrays, the statistics'
-        initial values and the estimator's own arrays beside them."""
-        p, s = self.problem, self.spec
-        L, d, do, B, T, E = p.net.L, p.net.d_in, p.net.d_out, p.B, p.T, p.E
-        hist = 4 * (L - 1) * B * T                                  # vec + hat, F and G
-        per = np.dtype(s.dtype).itemsize * hist + 8 * (d + do + 4 * L * max(B, E))
-        if s.record_stats:
-            per += 8 * 2 * L * E                                    # h_0, x_0 of the eval inputs
-        if s.partners:
-            from .adam import bytes_per_particle as adam_bytes
-            per += adam_bytes(L, d, do, s.partners * (2 if s.debias else 1))
-        return per + s.zdot.bytes_per_particle(L, d, do, B, T, E)
-
-    def run(self, on_step) -> LimitResult:
-        o, spec = self.options, self.spec
-        res = run_replicates(lambda rng: run_once(spec, rng, on_step), o.seed, o.replicates,
-                             task=_Task(spec), workers=o.workers, executor=o.executor,
-                             on_done=lambda: [on_step(t) for t in range(spec.problem.T)])
-        if res is None:                    # Ctrl-C before any worker's replicate finished
-            p = spec.problem
-            res = LimitResult.empty(p.T, p.E, p.B, p.net.d_out,
-                                    p.net.L if spec.record_stats else None)
-            res.interrupted, res.se_method = True, "none: interrupted before any replicate"
-        res.info = {**self.info, **res.info}
-        return res
-
-
-class _Task:
-    """Picklable ``task(seed_sequence)`` for the process pool."""
-
-    def __init__(self, spec):
-        self.spec = spec
-
-    def __call__(self, seed_seq):
-        return run_in_worker(self.spec, seed_seq)
