@@ -125,7 +125,7 @@ def finite_tanh():
     out = {}
     for L in (2, 3):
         net = tp.MLP(tp.mup(L), 2, 1, phi="tanh")
-        fin = np.array([tp.train_finite(net, r, 8192, seed=s, record=()).f_eval
+        fin = np.array([tp.train_finite(net, r, 4096, seed=s, record=()).f_eval
                         for s in range(8)])
         out[L] = (net, r, fin.mean(axis=0), fin.std(axis=0, ddof=1) / np.sqrt(len(fin)))
     return out
@@ -160,7 +160,7 @@ def test_finite_tanh_networks_converge_at_rate_one_half(L):
 def test_switch_limits_for_deep_networks(param):
     net, r = tp.MLP(param, 2, 1, phi="tanh"), tp.Routine(lr=0.5, **D1)
     limit = tp.simulate_limit(net, r, particles=300_000, replicates=8, record=())
-    study = tp.convergence(net, r, [512, 2048, 8192], seeds=8, limit=limit, executor="serial")
+    study = tp.convergence(net, r, [256, 1024, 4096], seeds=8, limit=limit, executor="serial")
     assert study.rms[-1] < 0.5 * study.rms[0]          # n x16: expected x1/4
     assert -0.75 <= study.exponent <= -0.25, (study.exponent, study.exponent_ci)
 

@@ -61,23 +61,6 @@ def check_divergence_bound(bound):
     return finite_positive(bound, "divergence_bound")
 
 
-def check_adam(betas, eps) -> None:
-    """Adam's (β₁, β₂), each in [0, 1), and ε >= 0."""
-    try:
-        b1, b2 = betas
-        ok = all(0.0 <= float(b) < 1.0 and not isinstance(b, bool) for b in (b1, b2))
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        raise SpecError(f"adam_betas = {betas!r} must be two numbers in [0, 1), e.g. (0.9, 0.999)")
-    try:
-        e = float(eps)
-    except (TypeError, ValueError):
-        e = float("nan")
-    if not (0.0 <= e < float("inf")) or isinstance(eps, bool):
-        raise SpecError(f"adam_eps = {eps!r} must be a finite number >= 0")
-
-
 def check_seed(seed, name: str = "seed") -> int:
     return check_int(seed, name, minimum=0, maximum=MAX_SEED)
 

@@ -16,7 +16,7 @@ once and read by the finite and the limit engines alike:
 * ``Adam(betas, eps, weight_decay=λ)``: Adam with decoupled (AdamW) decay
   w ← (1 − η_l λ) w − η_l n^{-c_l} m̂/(√v̂ + ε_l(n)).  ``eps`` is width-free:
   ε_l(n) = ε n^{-g_l}, with n^{-g_l} the size of layer l's gradient entries in
-  w-units (:meth:`~tp_limits.MLP.adam_eps_exponents`), so ε is measured in
+  w-units (:meth:`~tp_limits.MLP.eps_exponents`), so ε is measured in
   units of the Θ(1)-rescaled gradient entry, at every width and in the limit.
 
 :func:`momentum_schedule` turns (μ, η_l λ) into the scalar recursions the
