@@ -56,7 +56,7 @@ class FiniteNetwork:
         self.W_tilde = ({l: self._gaussian(rng, shapes[l], const.init_std[l]) for l in range(1, L)}
                         if backprop == "decoupled" else None)
         self.lr = list(const.lr)
-        self.shrink = [self.opt.decay(d) for d in const.decay]     # η_l λ per step
+        self.shrink = self.opt.shrinks(const.decay)                # η_l λ per step
         if self.optimizer == "sgd" and not self.opt.plain:
             self.D = [backend.xp.zeros_like(w) for w in self.W]    # W-space momentum buffers
         if self.optimizer == "adam":

@@ -33,12 +33,6 @@ from .kernel import KernelEngine
 from .one_hidden import LinearEngine as OneHiddenLinear
 from .one_hidden import ParticleEngine
 
-SUPPORTED = ("supported now, for SGD (with momentum and weight decay) and Adam (feature "
-             "learning): kernel-regime and trivial parametrizations at any "
-             "depth; feature-learning parametrizations with one hidden layer (muP, MFP and "
-             "their symmetry orbit, with zero or fixed readout); deep feature learning "
-             "(Monte Carlo, exact for phi='id')")
-
 
 def select_engine(problem, options):
     """The engine for ``problem`` under ``options``, constructed (options and memory checked)."""

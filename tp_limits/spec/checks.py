@@ -55,6 +55,22 @@ def finite_nonzero(value, name: str) -> float:
     return x
 
 
+def unit_interval(value, name: str) -> float:
+    """A number in [0, 1) (momentum, Adam's β)."""
+    x = _number(value, name)
+    if not 0.0 <= x < 1.0:
+        raise SpecError(f"{name} = {value!r} must be in [0, 1)")
+    return x
+
+
+def finite_non_negative(value, name: str) -> float:
+    """A finite number >= 0 (weight decay, Adam's ε)."""
+    x = _number(value, name)
+    if not (math.isfinite(x) and x >= 0.0):
+        raise SpecError(f"{name} = {value!r} must be a finite number >= 0")
+    return x
+
+
 def _number(value, name: str) -> float:
     if isinstance(value, (bool, np.bool_)) or isinstance(value, str):
         raise SpecError(f"{name} = {value!r} must be a number")

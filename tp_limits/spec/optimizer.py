@@ -24,37 +24,12 @@ limit engines use: W_t = ρ_t W_0 − Σ_{s<t} C[t, s] γ G_s.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import SpecError
-
-
-def _unit_interval(value, name: str) -> float:
-    """A number in [0, 1), or a SpecError naming the argument."""
-    if isinstance(value, (bool, np.bool_, str)):
-        raise SpecError(f"{name} = {value!r} must be a number in [0, 1)")
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise SpecError(f"{name} = {value!r} must be a number in [0, 1)") from None
-    if not 0.0 <= x < 1.0:
-        raise SpecError(f"{name} = {value!r} must be in [0, 1)")
-    return x
-
-
-def _non_negative(value, name: str) -> float:
-    if isinstance(value, (bool, np.bool_, str)):
-        raise SpecError(f"{name} = {value!r} must be a finite number >= 0")
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise SpecError(f"{name} = {value!r} must be a finite number >= 0") from None
-    if not (math.isfinite(x) and x >= 0.0):
-        raise SpecError(f"{name} = {value!r} must be a finite number >= 0")
-    return x
+from .checks import finite_non_negative, unit_interval
 
 
 @dataclass(frozen=True)
@@ -72,18 +47,18 @@ class SGD:
     kind = "sgd"
 
     def __post_init__(self):
-        object.__setattr__(self, "momentum", _unit_interval(self.momentum, "momentum"))
+        object.__setattr__(self, "momentum", unit_interval(self.momentum, "momentum"))
         object.__setattr__(self, "weight_decay",
-                           _non_negative(self.weight_decay, "weight_decay"))
+                           finite_non_negative(self.weight_decay, "weight_decay"))
 
     @property
     def plain(self) -> bool:
         """No momentum and no decay: the update is −γ ∇_W itself."""
         return self.momentum == 0.0 and self.weight_decay == 0.0
 
-    def decay(self, lr_layer: float) -> float:
-        """δ_l = η_l λ, the per-step shrink of layer l (η_l = η · lr_mult_l)."""
-        return lr_layer * self.weight_decay
+    def shrinks(self, lr_layers) -> tuple:
+        """δ_l = η_l λ, the per-step shrink of each layer (η_l = η · lr_mult_l)."""
+        return tuple(lr * self.weight_decay for lr in lr_layers)
 
     def __str__(self):
         return f"SGD(momentum={self.momentum:g}, weight_decay={self.weight_decay:g})"
@@ -115,19 +90,17 @@ class Adam:
         except (TypeError, ValueError):
             raise SpecError(f"betas = {self.betas!r} must be two numbers in [0, 1), "
                             "e.g. (0.9, 0.999)") from None
-        object.__setattr__(self, "betas", (_unit_interval(b1, "betas[0] (β₁)"),
-                                           _unit_interval(b2, "betas[1] (β₂)")))
-        object.__setattr__(self, "eps", _non_negative(self.eps, "eps"))
+        object.__setattr__(self, "betas", (unit_interval(b1, "betas[0] (β₁)"),
+                                           unit_interval(b2, "betas[1] (β₂)")))
+        object.__setattr__(self, "eps", finite_non_negative(self.eps, "eps"))
         object.__setattr__(self, "weight_decay",
-                           _non_negative(self.weight_decay, "weight_decay"))
+                           finite_non_negative(self.weight_decay, "weight_decay"))
 
     @property
     def plain(self) -> bool:
         return False
 
-    def decay(self, lr_layer: float) -> float:
-        """δ_l = η_l λ, the decoupled per-step shrink of layer l."""
-        return lr_layer * self.weight_decay
+    shrinks = SGD.shrinks          # δ_l = η_l λ, the decoupled per-step shrink of each layer
 
     def __str__(self):
         return (f"Adam(betas=({self.betas[0]:g}, {self.betas[1]:g}), eps={self.eps:g}, "

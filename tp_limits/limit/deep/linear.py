@@ -93,7 +93,7 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
     G = {l: [] for l in range(2, L + 1)}        # backward hats: (c_δh, p)
     pairs = {l: [] for l in range(2, L + 1)}    # ΔW^l pieces: (c_δh^l, c_x^{l-1})
     opt = problem.optimizer
-    decay = [opt.decay(x) for x in const.decay]
+    decay = opt.shrinks(const.decay)
     sched = {l: momentum_schedule(opt.momentum, decay[l - 1], T) for l in range(2, L + 1)}
     bufU, bufV = [None] * d, [None] * do
 

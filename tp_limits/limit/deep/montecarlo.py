@@ -87,7 +87,7 @@ class DeepRun:
         self.init = []          # (h^l_0, x^l_0) on the eval inputs, kept only for statistics
         opt = p.optimizer
         self.momentum, self.plain = opt.momentum, opt.plain
-        self.decay = [opt.decay(x) for x in c.decay]
+        self.decay = opt.shrinks(c.decay)
         self.sched = {l: momentum_schedule(opt.momentum, self.decay[l - 1], p.T)
                       for l in range(2, L + 1)}
         self.bufU = self.bufV = None

@@ -43,7 +43,7 @@ def linear_one_hidden(problem, const, eval_steps, on_step=None, bound=None) -> L
     C, D = np.zeros((d_out, d)), (sigma_v if const.readout_init else 0.0) * np.eye(d_out)
     A0 = A.copy()
     opt = problem.optimizer
-    mu, d_u, d_v = opt.momentum, opt.decay(const.decay[0]), opt.decay(const.decay[1])
+    mu, (d_u, d_v) = opt.momentum, opt.shrinks(const.decay)
     bufs = [None] * 4
     Xe = problem.eval_inputs
     res = LimitResult.empty(T, problem.E, B, d_out, L=1)

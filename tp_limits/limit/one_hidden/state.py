@@ -46,7 +46,7 @@ class ParticleOptimizer:
         k = state_rows(optimizer)
         self.SU = np.zeros((k, d, N if k else 1), dtype)
         self.SV = np.zeros((k, d_out, N if k else 1), dtype)
-        self.decay = (optimizer.decay(const.decay[0]), optimizer.decay(const.decay[1]))
+        self.decay = optimizer.shrinks(const.decay)
 
     def step(self, t: int):
         """(step_u, step_v, hp) for the t-th update (t = 1, 2, ...)."""
