@@ -34,6 +34,9 @@ class Backend:
     to_numpy: Callable
     available_bytes: Callable
     synchronize: Callable = lambda: None   # wait for queued device work (timings)
+    #: host numpy Generator -> the backend's own generator of random arrays (on NumPy the
+    #: host generator itself, so NumPy runs keep their fixed-seed values)
+    generator: Callable = lambda rng: rng
 
     def asarray(self, a, dtype):
         return self.xp.asarray(a, dtype=dtype)
@@ -124,9 +127,13 @@ def _cupy_backend() -> Backend:
             return
         cublas.gemm("T", "N", G, X, out=W, alpha=alpha, beta=1.0)
 
-    return Backend("cupy", cp, erf, lambda a, b: a @ b, add_outer, cp.asnumpy,
-                   lambda: int(cp.cuda.Device().mem_info[0]),
-                   lambda: cp.cuda.Device().synchronize())
+    def available_bytes():
+        # the driver's free memory plus what CuPy's pool holds freed for reuse
+        return int(cp.cuda.Device().mem_info[0]) + int(cp.get_default_memory_pool().free_bytes())
+
+    return Backend("cupy", cp, erf, lambda a, b: a @ b, add_outer, cp.asnumpy, available_bytes,
+                   lambda: cp.cuda.Device().synchronize(),
+                   lambda rng: cp.random.default_rng(int(rng.integers(2 ** 63))))
 
 
 def get_backend(name: str = "numpy") -> Backend:

@@ -141,7 +141,8 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
         "particles": lim["particles"], "replicates": lim["replicates"], "seed": lim["seed"],
         "method": lim["method"], "backprop": lim["backprop"], "zdot": lim["zdot"],
         "dtype": np.dtype(lim["dtype"]), "workers": lim["workers"],
-        "partners": lim["partners"], "debias_partners": lim["debias_partners"]}
+        "partners": lim["partners"], "debias_partners": lim["debias_partners"],
+        "backend": lim["backend"], "random": lim["random"]}
     fin = cfg["finite"]
     finite = {} if not fin["enabled"] else {
         "widths": tuple(sorted(set(fin["widths"]))), "seeds": fin["seeds"],

@@ -19,6 +19,7 @@ from ..engine.backend import BACKENDS
 from ..engine.options import DTYPES
 from ..errors import TPError
 from ..limit.options import BACKPROP, METHODS, ZDOT
+from ..limit.sampling import SOURCES
 from ..losses import LOSSES
 from ..nonlinearities import NONLINEARITIES
 
@@ -152,6 +153,11 @@ SCHEMA: dict = {
         "workers": Key("int", 1, "deep Monte Carlo: processes for the replicates"),
         "partners": Key("int", None, "deep Adam: partner particles M (default min(256, N/2))"),
         "debias_partners": Key("bool", True, "deep Adam: report 2 f(2M) - f(M)"),
+        "backend": Key("str", "numpy", "'numpy', or 'cupy' for the Monte Carlo engines on a GPU",
+                       choices=BACKENDS),
+        "random": Key("str", "backend", "'backend' (the device's generator) or 'host' (a GPU "
+                                        "run then reproduces the CPU run of its seed)",
+                      choices=SOURCES),
     },
     "sweep": {
         "lrs": Key("numbers", None, "learning rates to sweep (tp-limits sweep; at least three)"),

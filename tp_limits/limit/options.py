@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ..engine.backend import BACKENDS
 from ..engine.options import (
     check_divergence_bound,
     check_dtype,
@@ -24,9 +25,12 @@ from ..engine.options import (
 from ..engine.steps import DIVERGENCE_BOUND
 from ..errors import SpecError
 from ..spec.checks import check_bool, check_choice, check_int
+from .sampling import SOURCES
 
 METHODS = ("exact", "monte_carlo", "quadrature")
-KERNELS = ("numba", "numpy")
+#: one hidden layer; None picks 'numba' on the host, 'cuda' (or the array twin for wide
+#: inputs) on a GPU
+KERNELS = ("numba", "numpy", "cuda")
 BACKPROP = ("exact", "decoupled")
 ZDOT = ("stein", "tangent")
 F0 = ("sample", "zero")
@@ -46,7 +50,7 @@ class LimitOptions:
     progress: bool = False
     dtype: np.dtype = np.dtype(np.float64)
     record: tuple = RECORD
-    kernel: str = "numba"
+    kernel: str | None = None
     f0: object = "sample"
     samples: int = 64
     backprop: str = "exact"
@@ -57,6 +61,8 @@ class LimitOptions:
     executor: object = None
     partners: int | None = None
     debias_partners: bool = True
+    backend: str = "numpy"
+    random: str = "backend"
 
     @classmethod
     def of(cls, **given) -> "LimitOptions":
@@ -83,8 +89,12 @@ class LimitOptions:
             o["dtype"] = check_dtype(o["dtype"])
         if "record" in o:
             o["record"] = check_record(o["record"], RECORD)
-        if "kernel" in o:
+        if o.get("kernel") is not None:
             check_choice(o["kernel"], "kernel", KERNELS)
+        if "backend" in o:
+            check_choice(o["backend"], "backend", BACKENDS)
+        if "random" in o:
+            check_choice(o["random"], "random", SOURCES)
         if "f0" in o and isinstance(o["f0"], str):
             check_choice(o["f0"], "f0", F0)
         if "samples" in o:

@@ -54,7 +54,7 @@ class LimitPlan:
         sw = k.limit_switches
         meta = run_meta(
             p, res.completed, res.interrupted, res.diverged, time.perf_counter() - started,
-            engine=eng.name, method=eng.method, kernel=None, seed=o.seed,
+            engine=eng.name, method=eng.method, kernel=None, backend=eng.backend, seed=o.seed,
             replicates=o.replicates, dtype=o.dtype.name, regime=k.regime,
             backprop=o.backprop,
             switches=None if sw is None else {"train_layers": list(sw.train_layers),
@@ -77,12 +77,13 @@ def prepare_limit(net: MLP, routine: Routine, **options) -> LimitPlan:
 def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: int = 0,
                    replicates: int = 8, method: str | None = None, eval_every: int = 1,
                    progress: bool = False, dtype=np.float64, record=("stats",),
-                   kernel: str = "numba", f0="sample", samples: int = 64,
+                   kernel: str | None = None, f0="sample", samples: int = 64,
                    backprop: str = "exact", on_divergence: str = "raise",
                    zdot: str = "stein", workers: int = 1,
                    divergence_bound: float | None = DIVERGENCE_BOUND,
                    executor=None, partners: int | None = None,
-                   debias_partners: bool = True) -> Trajectory:
+                   debias_partners: bool = True, backend: str = "numpy",
+                   random: str = "backend") -> Trajectory:
     """Simulate the infinite-width training dynamics; returns a :class:`Trajectory`.
 
     Parameters
@@ -102,7 +103,16 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
     record : ('stats',) to record per-layer statistics (keeps the initial
         particles, or the initial eval-input values of the deep engine), or
         () to save that memory.
-    kernel : one hidden layer: 'numba' (the fused kernel) or 'numpy' (its plain twin).
+    kernel : one hidden layer: 'numba' (the fused kernel; the default on the host) or
+        'numpy' (its plain whole-array twin; the sweep on a GPU).
+    backend : 'numpy', or 'cupy' to run the Monte Carlo engines (one hidden layer and
+        deep, every estimator and dtype) on a GPU; the exact, quadrature and kernel
+        engines work on small matrices and stay on the host (``meta["backend"]``
+        says where a run went).  The memory guard then counts device memory.
+    random : 'backend' (draws from the backend's own generator, seeded from
+        ``seed``: the same law on either backend) or 'host' (every draw from the
+        host generator, copied over: a CuPy run then sees the random inputs of
+        the NumPy run of the same seed and agrees with it to rounding).
     dtype : storage precision of the particles (one hidden layer) or of the
         hat histories (deep Monte Carlo): float64, or float32 to halve memory
         and memory traffic; expectations are accumulated in float64.
@@ -143,4 +153,5 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
                          backprop=backprop, on_divergence=on_divergence, zdot=zdot,
                          workers=workers, divergence_bound=divergence_bound,
                          executor=executor, partners=partners,
-                         debias_partners=debias_partners).run()
+                         debias_partners=debias_partners, backend=backend,
+                         random=random).run()

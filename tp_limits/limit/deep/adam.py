@@ -38,21 +38,21 @@ class AdamDeepRun(DeepRun):
         super().__init__(spec, rng)
         opt = spec.problem.optimizer
         self.betas, self.eps = opt.betas, opt.eps
-        N, M = self.N, spec.partners
+        N, M, xp = self.N, spec.partners, self.xp
         self.M = M
         # the first M of one permutation: runs with M and 2M partners share the first M
-        self.P = np.sort(rng.permutation(N)[:M])
+        self.P = xp.asarray(self.draws.subset(N, M))
         hidden = range(2, self.L + 1)
-        self.fw = {l: [np.zeros((N, M)) for _ in range(3)] for l in hidden}   # m, v, Ψ
-        self.bw = {l: [np.zeros((M, N)) for _ in range(3)] for l in hidden}
-        self.mom_U = [np.zeros_like(self.ZU), np.zeros_like(self.ZU)]
-        self.mom_V = [np.zeros_like(self.ZV), np.zeros_like(self.ZV)]
+        self.fw = {l: [xp.zeros((N, M)) for _ in range(3)] for l in hidden}   # m, v, Ψ
+        self.bw = {l: [xp.zeros((M, N)) for _ in range(3)] for l in hidden}
+        self.mom_U = [xp.zeros_like(self.ZU), xp.zeros_like(self.ZU)]
+        self.mom_V = [xp.zeros_like(self.ZV), xp.zeros_like(self.ZV)]
         self.x_rows, self.dh_rows = {}, {}
         self.updates = 0
 
-    def delta_w_forward(self, l, x, store):
-        if store:
-            self.x_rows[l] = x
+    def delta_w_forward(self, l, x, stored):
+        if stored:
+            self.x_rows[l] = x[:stored]
         if not self.updates:
             return None
         return -(self.eta[l - 1] / self.M) * (x[:, self.P] @ self.fw[l][2].T)
@@ -64,7 +64,8 @@ class AdamDeepRun(DeepRun):
         return -(self.eta[l - 1] / self.M) * (dh[:, self.P] @ self.bw[l][2])
 
     def _adam(self, moments, g):
-        return adam_direction(moments[0], moments[1], g, self.betas, self.eps, self.updates)
+        return adam_direction(moments[0], moments[1], g, self.betas, self.eps, self.updates,
+                              self.xp)
 
     def update(self, Xb, dh1, t_dh1, xL, t_xL, chi) -> None:
         """Adam on every particle's Z^U, Z^{nV} and on the sampled pairs of each hidden

@@ -36,7 +36,7 @@ def run_once(spec: RunSpec, rng, on_step=lambda t: None) -> LimitResult:
     would spin against each other, so BLAS is pinned to one thread for the
     run (measured: 2x faster than leaving both pools at two threads).
     """
-    if np.dtype(spec.dtype) == np.float64:
+    if np.dtype(spec.dtype) == np.float64 or spec.backend != "numpy":
         return _run(spec, rng, on_step)
     with compile_notice("the float32 history kernels"):
         mixed_precision.warm_up()
@@ -53,6 +53,7 @@ class MonteCarloEngine(FeatureLearningEngine):
     """Replicated Monte Carlo runs of the deep feature-learning limit."""
 
     name, method = NAME, "monte_carlo"
+    on_backend = True
 
     def __init__(self, problem, classification, options):
         super().__init__(problem, classification, options)
@@ -68,13 +69,14 @@ class MonteCarloEngine(FeatureLearningEngine):
         partners, debias = self._partners(problem, options)
         self.spec = RunSpec(problem, self.const, self.particles,
                             zdot, options.dtype, options.eval_steps(problem.T),
-                            options.record_stats, options.divergence_bound, partners, debias)
+                            options.record_stats, options.divergence_bound, partners, debias,
+                            self.backend, options.random)
         self.workers = min(options.workers, options.replicates)    # replicates held at once
         what = ("the deep engine's histories"
                 + (" and derivative arrays (zdot='tangent'; 'stein' needs far less)"
                    if zdot.name == "tangent" else "")
                 + (f" in {self.workers} worker processes" if self.workers > 1 else ""))
-        require_particles(self.particles, self.bytes_per_particle() * self.workers, what)
+        require_particles(self.particles, self.bytes_per_particle() * self.workers, what, self.b)
         self.bar_total = problem.T * options.replicates
         self.info = {"particles": self.particles, "zdot": zdot.name, "workers": self.workers}
         if partners:

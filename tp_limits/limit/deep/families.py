@@ -20,31 +20,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .mixed_precision import combine_rows, mean_and_cross, rows_dot
+from .passes import HostPasses
 
 RCOND = 1e-10
-CHUNK_ELEMENTS = 1 << 19     # float64 elements of one block of a history (4 MiB: in cache)
 
 
-def _chunks(rows):
-    """Column slices of ``rows`` (k, N) of about CHUNK_ELEMENTS elements each."""
-    k, N = rows.shape
-    width = max(256, CHUNK_ELEMENTS // max(k, 1))
-    return [slice(j, min(j + width, N)) for j in range(0, N, width)]
-
-
-def rows_times(rows, V):
-    """rows @ Vᵀ -> (k, m) float64, for stored ``rows`` (k, N) and float64 V (m, N).
-
-    float64 storage: one BLAS product; float32: the mixed-precision kernel of
-    _history.py (float32 reads, float64 sums).
-    """
-    return rows @ V.T if rows.dtype == np.float64 else rows_dot(rows, V)
-
-
-def times_rows(coef, rows):
-    """coefᵀ @ rows -> (m, N) float64, for stored ``rows`` (k, N)."""
-    return coef.T @ rows if rows.dtype == np.float64 else combine_rows(coef, rows)
+def _host(a):
+    """A small device array's host copy (a host array itself)."""
+    return a.get() if hasattr(a, "get") else a
 
 
 class Family:
@@ -61,11 +44,14 @@ class Family:
     one must reuse its hat.
     """
 
-    def __init__(self, N: int, capacity: int, sigma2: float, dtype=np.float64):
-        self.vec = np.zeros((capacity, N), dtype)
-        self.hat = np.zeros((capacity, N), dtype)
-        self.Cv = np.zeros((capacity, capacity))
-        self.Ch = np.zeros((capacity, capacity))
+    def __init__(self, N: int, capacity: int, sigma2: float, dtype=np.float64,
+                 passes=HostPasses()):
+        self.passes = passes                 # passes.py: the backend's passes over the rows
+        xp = self.xp = passes.xp
+        self.vec = xp.zeros((capacity, N), dtype)
+        self.hat = xp.zeros((capacity, N), dtype)
+        self.Cv = xp.zeros((capacity, capacity))
+        self.Ch = xp.zeros((capacity, capacity))
         self.k = 0
         self.sigma2 = sigma2
         self._Pv = self._Ph = None
@@ -79,20 +65,20 @@ class Family:
         k x k product.  The ridge is the regularized pseudo-inverse and only
         matters on (near-)degenerate families, e.g. repeated inputs.
         """
-        k = self.k
+        k, xp = self.k, self.xp
         A = C[:k, :k]
-        scale = float(np.trace(A)) / k
-        if not scale > 0.0:
-            # every stored vector is 0 (e.g. backward vectors at step 0 with a
-            # zero readout): the family carries no information, C⁺ = 0
-            return lambda x: np.zeros_like(x)
+        scale = xp.trace(A) / k       # stays on the device: no wait for it here
+        informative = scale > 0.0
+        # every stored vector 0 (e.g. backward vectors at step 0 with a zero readout):
+        # the family carries no information and C⁺ = 0, by the factor `informative`
         try:
-            P = np.linalg.inv(A + RCOND * scale * np.eye(k))
+            P = xp.linalg.inv(A + (RCOND * xp.where(informative, scale, 1.0)) * xp.eye(k))
+            P *= informative
         except np.linalg.LinAlgError:
-            P = np.linalg.pinv(A, rcond=RCOND, hermitian=True)
+            P = xp.asarray(np.linalg.pinv(_host(A), rcond=RCOND, hermitian=True))
         return lambda x: P @ x
 
-    def sample(self, V, rng, will_store: bool = False):
+    def sample(self, V, draws, will_store: bool = False):
         """Hats for the rows of V (m, N), jointly, conditional on the stored hats.
 
         Returns (hats, info); ``info`` = (κ, K_0, cross) is what :meth:`store`
@@ -102,37 +88,39 @@ class Family:
         rounded to the storage dtype here, so the particles use exactly the
         values that are stored.
         """
-        N, k, m = V.shape[1], self.k, len(V)
+        N, k, m, xp = V.shape[1], self.k, len(V), self.xp
         dt = self.hat.dtype
         # the values that will be stored (float32 storage rounds them first)
         Vs = V if dt == np.float64 else V.astype(dt).astype(np.float64)
         K0 = self.sigma2 * (Vs @ Vs.T) / N
         if k == 0:
-            kappa, beta, cond = np.zeros((0, m)), None, K0
+            kappa, beta, cond = xp.zeros((0, m)), None, K0
         else:
             if self._Pv is None:
                 self._Pv = self._solver(self.Cv)
-            kappa = self.sigma2 * rows_times(self.vec[:k], Vs) / N         # (k, m)
+            kappa = self.sigma2 * self.passes.rows_times(self.vec[:k], Vs) / N   # (k, m)
             beta = self._Pv(kappa)
             cond = K0 - kappa.T @ beta
-        w, Q = np.linalg.eigh((cond + cond.T) / 2)
-        w = np.where(w > RCOND * max(float(np.max(np.diag(K0))), 0.0), w, 0.0)
-        hats = (Q * np.sqrt(w)) @ rng.standard_normal((m, N))
-        cross = np.zeros((k, m)) if will_store else None
-        if k and dt != np.float64:
-            cross = mean_and_cross(beta, self.hat[:k], hats, will_store)
-        elif k:
-            H = self.hat[:k]
-            for c in _chunks(H):               # one pass: mean, then cross while in cache
-                hats[:, c] += beta.T @ H[:, c]
-                if will_store:
-                    cross += H[:, c] @ hats[:, c].T
+        # the m x m root on the host for every backend: eigenvector signs are arbitrary, and
+        # one LAPACK keeps a device run's hats those of the host run with the same draws
+        w, Q = np.linalg.eigh(_host((cond + cond.T) / 2))
+        w = np.where(w > RCOND * max(float(np.max(np.diag(_host(K0)))), 0.0), w, 0.0)
+        hats = xp.asarray(Q * np.sqrt(w)) @ draws.normal((m, N))
+        cross = xp.zeros((k, m)) if will_store else None
+        if k:
+            # one pass: the conditional mean, and the cross products for the store
+            cross = self.passes.mean_and_cross(beta, self.hat[:k], hats, will_store)
         elif dt != np.float64:
             hats = hats.astype(dt).astype(np.float64)
         return hats, (kappa, K0, cross)
 
-    def store(self, V, hats, info):
+    def store(self, V, hats, info, rows: int | None = None):
+        """Store the first ``rows`` (default all) of the sampled V and hats: the rows after
+        them (evaluation inputs drawn jointly with the training items) are not kept."""
         kappa, K0, cross = info
+        if rows is not None and rows < len(V):
+            V, hats = V[:rows], hats[:rows]
+            kappa, K0, cross = kappa[:, :rows], K0[:rows, :rows], cross[:, :rows]
         k, m = self.k, len(V)
         N = V.shape[1]
         self.vec[k:k + m], self.hat[k:k + m] = V, hats
@@ -145,6 +133,11 @@ class Family:
         self.k += m
         self._Pv = self._Ph = None
 
+    def truncate(self, k: int) -> None:
+        """Forget every stored row from the k-th on (a step interrupted mid-way)."""
+        self.k = k
+        self._Pv = self._Ph = None
+
     def stein_coefficients(self, Z):
         """σ² b (k, m): b = least-squares coefficients of each row of Z on the hats.
 
@@ -154,4 +147,4 @@ class Family:
         k = self.k
         if self._Ph is None:
             self._Ph = self._solver(self.Ch)
-        return self.sigma2 * self._Ph(rows_times(self.hat[:k], Z) / Z.shape[1])
+        return self.sigma2 * self._Ph(self.passes.rows_times(self.hat[:k], Z) / Z.shape[1])

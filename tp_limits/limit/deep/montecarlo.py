@@ -5,7 +5,8 @@ Particles carry Z^U ∈ R^d, Z^{nV} ∈ R^{d_out} and, per hidden matrix W^l
 items (and all evaluation inputs) of a layer are processed as one (m, N)
 block.  A training step, as :class:`DeepRun` performs it:
 
-**Forward** (any input ζ), for l = 2..L:
+**Forward** (a step's training items, with the evaluation inputs of an
+evaluated step in the same block, so both read the histories once), for l = 2..L:
 
     Z^{h^l} = Ẑ^{W^l x} + Σ_j Z^{δh^l_j} c_j,
     c_j = Ż coefficient of the estimator (zdot.py) − η_l e_l E[Z^{x_j} Z^x] (pairs s < t),
@@ -38,14 +39,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...engine.backend import numpy_backend
+from ...engine.backend import get_backend
 from ...engine.steps import StepLoop, check_size
 from ...spec.optimizer import heavy_ball_step, momentum_schedule
 from ..result import LimitResult
-from .families import Family, times_rows
+from ..sampling import Draws
+from .families import Family
+from .passes import passes_for
 from .zdot import make_estimator
 
-_NP = numpy_backend()
 GROUPS = 32          # particle groups for the batch-means standard error
 
 
@@ -63,6 +65,8 @@ class RunSpec:
     bound: float | None = None     # divergence bound on |f|
     partners: int = 0              # Adam: partner particles of the ΔW expectations (adam.py)
     debias: bool = False           # Adam: extrapolate from M and 2M partners
+    backend: str = "numpy"         # array module of the particles ('numpy' or 'cupy')
+    random: str = "backend"        # sampling.Draws: the backend's generator, or the host's
 
 
 class DeepRun:
@@ -70,20 +74,29 @@ class DeepRun:
 
     def __init__(self, spec: RunSpec, rng):
         p, c = spec.problem, spec.const
-        self.spec, self.rng = spec, rng
+        self.spec = spec
+        b = self.b = get_backend(spec.backend)
+        xp = self.xp = b.xp
+        self.draws = Draws(b, rng, spec.random)
         self.net, self.phi = p.net, p.net.nonlinearity
         L, d, do, N = p.net.L, p.net.d_in, p.net.d_out, spec.N
         self.L, self.N, self.alpha, self.eta = L, N, c.alpha, c.eta
         sig = c.sigma
-        self.ZU = sig[0] * rng.standard_normal((N, d))
-        half = rng.standard_normal((N // 2, do))
-        self.ZV = (sig[L] if c.readout_init else 0.0) * np.concatenate([half, -half])
+        self.ZU = sig[0] * self.draws.normal((N, d))
+        half = self.draws.normal((N // 2, do))
+        self.ZV = (sig[L] if c.readout_init else 0.0) * xp.concatenate([half, -half])
         cap = p.B * p.T
-        self.F = {l: Family(N, cap, sig[l - 1] ** 2, spec.dtype) for l in range(2, L + 1)}
-        self.G = {l: Family(N, cap, sig[l - 1] ** 2, spec.dtype) for l in range(2, L + 1)}
+        passes = passes_for(b)
+        self.F = {l: Family(N, cap, sig[l - 1] ** 2, spec.dtype, passes)
+                  for l in range(2, L + 1)}
+        self.G = {l: Family(N, cap, sig[l - 1] ** 2, spec.dtype, passes)
+                  for l in range(2, L + 1)}
+        self.times_rows = passes.times_rows
         self.npairs = {l: 0 for l in range(2, L + 1)}       # pairs (s < t) usable by ΔW^l
-        self.zdot = make_estimator(spec.zdot, N, L, d, do, cap, sig)
-        self.groups = np.array_split(np.arange(N), GROUPS)
+        self.zdot = make_estimator(spec.zdot, N, L, d, do, cap, sig, xp)
+        # np.array_split's groups: the first N % GROUPS have one particle more
+        q, r = divmod(N, GROUPS)
+        self.groups = ((0, r * (q + 1), r, q + 1), (r * (q + 1), N, GROUPS - r, q))
         self.init = []          # (h^l_0, x^l_0) on the eval inputs, kept only for statistics
         opt = p.optimizer
         self.momentum, self.plain = opt.momentum, opt.plain
@@ -92,6 +105,9 @@ class DeepRun:
                       for l in range(2, L + 1)}
         self.bufU = self.bufV = None
         self.res = LimitResult.empty(p.T, p.E, p.B, do, L if spec.record_stats else None)
+        self.evaluated = set()
+        self.eval_X = xp.asarray(p.eval_inputs)
+        self.k_at_step = None   # families' sizes while a step's forward pass is under way
 
     # -- the two matrix products of a hidden layer ------------------------------------------
     def _coefficients(self, own, other, z, kappa, l, zc, t):
@@ -107,7 +123,7 @@ class DeepRun:
         rho, C = self.sched[l]
         zc = rho[t] * zc
         if kp:
-            weight = C[t, np.arange(kp) // self.spec.problem.B]
+            weight = self.xp.asarray(C[t, np.arange(kp) // self.spec.problem.B])
             zc[:kp] -= (self.eta[l - 1] * weight[:, None]) * kappa[:kp] / own.sigma2
         return zc
 
@@ -116,60 +132,63 @@ class DeepRun:
         return hat if self.plain else self.sched[l][0][t] * hat
 
     # -- hooks of optimizers whose ΔW is not a sum over stored pairs (adam.py) ------------
-    def delta_w_forward(self, l, x, store: bool):
-        """An extra (m, N) term of Z^{W^l_t x} beyond hat, Ż and the pair sums (None)."""
+    def delta_w_forward(self, l, x, stored: int):
+        """An extra (m, N) term of Z^{W^l_t x} beyond hat, Ż and the pair sums (None); the
+        first ``stored`` rows of x are this step's training items."""
         return None
 
     def delta_w_backward(self, l, dh):
         """An extra (m, N) term of Z^{W^l_tᵀ δh} (None)."""
         return None
 
-    def forward(self, X, store: bool, t: int):
+    def forward(self, X, stored: int, t: int):
         """h^1..h^L and x^1..x^L, each (m, N), for the rows of X under W_t, with their tangents.
 
         The m hats of a layer are drawn jointly, conditional on the stored
         training hats: for training items this equals drawing them one after
-        the other, conditioning each on the previous ones.
+        the other, conditioning each on the previous ones; evaluation rows
+        drawn with them get their joint law with the new training hats.  The
+        first ``stored`` rows are this step's training items, stored.
         """
-        z = self.zdot
+        z, b = self.zdot, self.b
+        store = stored > 0
         hs = [X @ self.ZU.T]
-        xs = [self.phi.phi(hs[0], _NP)]
+        xs = [self.phi.phi(hs[0], b)]
         ths = [z.input(X)]
-        txs = [z.activation(ths[0], self.phi.dphi(hs[0], _NP))]
+        txs = [z.activation(ths[0], self.phi.dphi(hs[0], b))]
         for l in range(2, self.L + 1):
             F, G, x = self.F[l], self.G[l], xs[-1]
-            hat, info = F.sample(x, self.rng, will_store=store)
+            hat, info = F.sample(x, self.draws, will_store=store)
             k0, kG = F.k, G.k
-            coef = self._coefficients(F, G, x, info[0], l,
-                                      z.forward(l, x, txs[-1], G) if kG else np.zeros((0, len(x))),
-                                      t)
+            zc = z.forward(l, x, txs[-1], G) if kG else self.xp.zeros((0, len(x)))
+            coef = self._coefficients(F, G, x, info[0], l, zc, t)
             h = self._scaled(hat, l, t)
-            h = h + times_rows(coef, G.vec[:kG]) if kG else h
-            extra = self.delta_w_forward(l, x, store)
+            h = h + self.times_rows(coef, G.vec[:kG]) if kG else h
+            extra = self.delta_w_forward(l, x, stored)
             if extra is not None:
                 h = h + extra
             ths.append(z.forward_tangent(l, coef, kG, len(x), k0 if store else None))
             if store:
                 z.keep_forward(l, k0, txs[-1])
-                F.store(x, hat, info)
+                F.store(x, hat, info, stored)
             hs.append(h)
-            xs.append(self.phi.phi(h, _NP))
-            txs.append(z.activation(ths[-1], self.phi.dphi(h, _NP)))
+            xs.append(self.phi.phi(h, b))
+            txs.append(z.activation(ths[-1], self.phi.dphi(h, b)))
         return hs, xs, ths, txs
 
     def backward(self, hs, ths, chi, t):
         """δh^1 (B, N) and its tangent, from the readout seed δx^L = α χᵀ Z^{nV}."""
-        z, phi = self.zdot, self.phi
+        z, phi, b = self.zdot, self.phi, self.b
         dx = self.alpha * (chi @ self.ZV.T)                               # δx^L, (B, N)
-        dh = dx * phi.dphi(hs[-1], _NP)                                    # δh^L
-        t_dh = z.backprop(z.readout(self.alpha, chi), phi.dphi(hs[-1], _NP), dx,
-                          phi.d2phi(hs[-1], _NP), ths[-1])
+        dh = dx * phi.dphi(hs[-1], b)                                      # δh^L
+        t_dh = z.backprop(z.readout(self.alpha, chi), phi.dphi(hs[-1], b), dx,
+                          phi.d2phi(hs[-1], b), ths[-1])
         for l in range(self.L, 1, -1):
             F, G = self.F[l], self.G[l]
-            hat, info = G.sample(dh, self.rng, will_store=True)
+            hat, info = G.sample(dh, self.draws, will_store=True)
             k0, kF = G.k, F.k
             coef = self._coefficients(G, F, dh, info[0], l, z.backward(l, dh, t_dh, F), t)
-            dx = self._scaled(hat, l, t) + times_rows(coef, F.vec[:kF])
+            dx = self._scaled(hat, l, t) + self.times_rows(coef, F.vec[:kF])
             extra = self.delta_w_backward(l, dh)
             if extra is not None:
                 dx = dx + extra
@@ -177,8 +196,8 @@ class DeepRun:
             z.keep_backward(l, k0, t_dh)
             G.store(dh, hat, info)
             h = hs[l - 2]
-            dh = dx * phi.dphi(h, _NP)
-            t_dh = z.backprop(t_dx, phi.dphi(h, _NP), dx, phi.d2phi(h, _NP), ths[l - 2])
+            dh = dx * phi.dphi(h, b)
+            t_dh = z.backprop(t_dx, phi.dphi(h, b), dx, phi.d2phi(h, b), ths[l - 2])
         return dh, t_dh
 
     def update(self, Xb, dh1, t_dh1, xL, t_xL, chi) -> None:
@@ -197,51 +216,80 @@ class DeepRun:
 
     # -- outputs ------------------------------------------------------------------------------
     def output(self, xL, step, with_se=False):
-        """f̊ for each row of x^L (m, N) -> (m, d_out), and its batch-means error."""
+        """f̊ for each row of x^L (m, N) -> (m, d_out) on the host, and its batch-means error."""
         contrib = self.alpha * xL[:, :, None] * self.ZV[None]              # (m, N, do)
-        f = contrib.mean(axis=1)
+        f = self.b.to_numpy(contrib.mean(axis=1))
         check_size(f, step, None, "output f", self.spec.bound)
         if not with_se:
             return f
-        gm = np.stack([contrib[:, g].mean(axis=1) for g in self.groups])
-        return f, gm.std(axis=0, ddof=1) / np.sqrt(len(self.groups))
+        m = len(contrib)
+        gm = self.xp.concatenate([contrib[:, a:b].reshape(m, n, size, -1).mean(axis=2)
+                                  for a, b, n, size in self.groups if n], axis=1)
+        return f, self.b.to_numpy(gm).std(axis=1, ddof=1) / np.sqrt(GROUPS)
 
     def evaluate(self, t) -> None:
-        if t not in self.spec.eval_steps:
-            return
-        hs, xs, _, _ = self.forward(self.spec.problem.eval_inputs, store=False, t=t)
+        """f̊_t on the eval inputs by a forward pass of their own (when no step shares it)."""
+        if t in self.spec.eval_steps and t not in self.evaluated:
+            hs, xs, _, _ = self.forward(self.eval_X, stored=0, t=t)
+            self.record(t, hs, xs)
+
+    def record(self, t, hs, xs) -> None:
+        """f̊_t, its error and the statistics, from the eval inputs' h^l and x^l."""
+        xp, host = self.xp, self.b.to_numpy
+        self.evaluated.add(t)
         res = self.res
         if res.moments is not None:
             if not self.init:
                 self.init.extend(zip(hs, xs))
             m = res.moments
             for l, ((h, x), (h0, x0)) in enumerate(zip(zip(hs, xs), self.init)):
-                m.h_sq[t, l] = np.mean(h ** 2, axis=1)
-                m.dh_sq[t, l] = np.mean((h - h0) ** 2, axis=1)
-                m.x_sq[t, l] = np.mean(x ** 2, axis=1)
-                m.dx_sq[t, l] = np.mean((x - x0) ** 2, axis=1)
-            m.feature_kernel[t] = xs[-1] @ xs[-1].T / self.N
+                m.h_sq[t, l] = host(xp.mean(h ** 2, axis=1))
+                m.dh_sq[t, l] = host(xp.mean((h - h0) ** 2, axis=1))
+                m.x_sq[t, l] = host(xp.mean(x ** 2, axis=1))
+                m.dx_sq[t, l] = host(xp.mean((x - x0) ** 2, axis=1))
+            m.feature_kernel[t] = host(xs[-1] @ xs[-1].T / self.N)
         res.f_eval[t], res.f_eval_se[t] = self.output(xs[-1], t, with_se=True)
 
     # -- the run --------------------------------------------------------------------------------
     def step(self, t) -> None:
         p, res = self.spec.problem, self.res
         Xb, Yb = p.batch(t)
-        hs, xs, ths, txs = self.forward(Xb, store=True, t=t)
-        fb = self.output(xs[-1], t)
+        Xb, B = self.xp.asarray(Xb), len(Xb)
+        fuse = self.zdot.fuses_eval and t in self.spec.eval_steps and t not in self.evaluated
+        if not fuse:
+            self.evaluate(t)
+        self.k_at_step = {fam: fam.k for fam in (*self.F.values(), *self.G.values())}
+        X = self.xp.concatenate([Xb, self.eval_X]) if fuse else Xb
+        hs, xs, ths, txs = self.forward(X, stored=B, t=t)
+        if fuse:                 # the eval rows rode along: record them, keep the batch's
+            self.record(t, [h[B:] for h in hs], [x[B:] for x in xs])
+            hs, xs = [h[:B] for h in hs], [x[:B] for x in xs]
+        self.k_at_step = None
+        fb = self.output(xs[-1], t)                        # on the host: loss and χ there
         res.f_train[t] = fb
         res.loss[t] = float(np.mean(p.loss.value(fb, Yb, np)))
-        chi = p.loss.grad(fb, Yb, np) / p.B
+        chi = self.xp.asarray(p.loss.grad(fb, Yb, np) / p.B)
         dh1, t_dh1 = self.backward(hs, ths, chi, t)
         self.update(Xb, dh1, t_dh1, xs[-1], txs[-1], chi)
-        self.evaluate(t + 1)
 
     def run(self, on_step) -> LimitResult:
-        loop = StepLoop(self.spec.problem.T, on_step)
+        """Each step evaluates its own starting point (the eval rows sharing its forward
+        pass), then the end point is evaluated; after Ctrl-C the state the completed
+        steps left is evaluated if that had not happened yet."""
+        T = self.spec.problem.T
+        loop = StepLoop(T, on_step)
         with loop:
-            self.evaluate(0)
             for t in loop:
                 self.step(t)
+            self.evaluate(T)
+        if loop.interrupted and loop.completed not in self.evaluated:
+            if self.k_at_step is not None:      # stopped inside a forward pass: undo its stores
+                for fam, k in self.k_at_step.items():
+                    fam.truncate(k)
+            try:
+                self.evaluate(loop.completed)
+            except KeyboardInterrupt:
+                pass
         self.res.se_method = (f"batch means over {GROUPS} particle groups (ignores error "
                               "carried by chi and the Ż coefficients; use replicates > 1)")
         self.res.se_dof = GROUPS - 1

@@ -48,21 +48,22 @@ class Tangents:
     Layers are numbered 1..L as in the docs; families F^l, G^l for l = 2..L.
     """
 
-    def __init__(self, N: int, L: int, d: int, do: int, cap: int, sig: tuple):
+    def __init__(self, N: int, L: int, d: int, do: int, cap: int, sig: tuple, xp=np):
+        self.xp = xp
         self.L, self.cap = L, cap
         self.D = {m: cap * ((m >= 2) + (m <= L - 1)) for m in range(1, L + 1)}
         self.offF = {m: 0 for m in range(2, L + 1)}
         self.offG = {m: (cap if m >= 2 else 0) for m in range(1, L)}
         self.s2 = {l: sig[l - 1] ** 2 for l in range(2, L + 1)}
-        self.JU = np.zeros((d, self.D[1], N))
-        self.JV = np.zeros((do, self.D[L], N))
-        self.Jfwd = {l: np.zeros((cap, self.D[l - 1], N)) for l in range(2, L + 1)}
-        self.Jbwd = {l: np.zeros((cap, self.D[l], N)) for l in range(2, L + 1)}
+        self.JU = xp.zeros((d, self.D[1], N))
+        self.JV = xp.zeros((do, self.D[L], N))
+        self.Jfwd = {l: xp.zeros((cap, self.D[l - 1], N)) for l in range(2, L + 1)}
+        self.Jbwd = {l: xp.zeros((cap, self.D[l], N)) for l in range(2, L + 1)}
 
     # -- propagation ---------------------------------------------------------------
     def input(self, Xin):
         """J of h^1 = Z^U ξ for each row ξ of Xin: (m, D_1, N)."""
-        return np.tensordot(Xin, self.JU, axes=(1, 0))
+        return self.xp.tensordot(Xin, self.JU, axes=(1, 0))
 
     @staticmethod
     def times(J, a):
@@ -74,16 +75,15 @@ class Tangents:
         """J of δx·φ'(h): φ'(h) J_δx + δx φ''(h) J_h."""
         return J_dx * dphi[:, None, :] + (dx * ddphi)[:, None, :] * J_h
 
-    @staticmethod
-    def _combine(coef, stored, k, m, D, unit_offset=None):
+    def _combine(self, coef, stored, k, m, D, unit_offset=None):
         """Σ_j coef[j, i] stored[j] (+ the unit column of item i's own hat)."""
-        N = stored.shape[2]
+        N, xp = stored.shape[2], self.xp
         if k:
             out = (coef.T @ stored[:k].reshape(k, -1)).reshape(m, D, N)
         else:
-            out = np.zeros((m, D, N))
+            out = xp.zeros((m, D, N))
         if unit_offset is not None:
-            out[np.arange(m), unit_offset + np.arange(m)] += 1.0
+            out[xp.arange(m), unit_offset + xp.arange(m)] += 1.0
         return out
 
     # -- forward: layer l's pre-activation from x = x^{l-1} -------------------------------
@@ -117,9 +117,9 @@ class Tangents:
     # -- readout and parameter updates --------------------------------------------------
     def readout(self, alpha: float, chi):
         """J of δx^L = α Z^{nV} χ_i for each batch item: (B, D_L, N)."""
-        return alpha * np.tensordot(chi, self.JV, axes=(1, 0))
+        return alpha * self.xp.tensordot(chi, self.JV, axes=(1, 0))
 
     def update(self, eta_in: float, Xb, J_dh1, eta_out: float, alpha: float, chi, J_xL) -> None:
         """Z^U -= η_1 Σ_i δh^1_i ξ_iᵀ and Z^{nV} -= η_{L+1} α Σ_i x^L_i χ_iᵀ, differentiated."""
-        self.JU -= eta_in * np.tensordot(Xb, J_dh1, axes=(0, 0))
-        self.JV -= eta_out * alpha * np.tensordot(chi, J_xL, axes=(0, 0))
+        self.JU -= eta_in * self.xp.tensordot(Xb, J_dh1, axes=(0, 0))
+        self.JV -= eta_out * alpha * self.xp.tensordot(chi, J_xL, axes=(0, 0))

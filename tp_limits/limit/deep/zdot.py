@@ -30,6 +30,12 @@ class NoZdot:
     """No Ż terms: every coefficient is zero; no tangents are tracked."""
 
     name = "none (decoupled)"
+    #: whether a step's evaluation rows may share its training forward pass (only the
+    #: tangent estimator, whose unit columns belong to stored rows, needs them apart)
+    fuses_eval = True
+
+    def __init__(self, xp=np):
+        self.xp = xp                 # the array module of the run's particles
 
     @staticmethod
     def bytes_per_particle(L, d, do, B, T, E) -> float:
@@ -37,10 +43,10 @@ class NoZdot:
 
     # -- coefficients (k, m) on the other family's stored vectors ------------------------
     def forward(self, l, x, t_x, other):
-        return np.zeros((other.k, len(x)))
+        return self.xp.zeros((other.k, len(x)))
 
     def backward(self, l, dh, t_dh, other):
-        return np.zeros((other.k, len(dh)))
+        return self.xp.zeros((other.k, len(dh)))
 
     # -- tangent propagation: nothing to carry -------------------------------------------
     def input(self, X):
@@ -92,10 +98,12 @@ class TangentZdot(NoZdot):
     """
 
     name = "tangent"
+    fuses_eval = False
     bytes_per_particle = staticmethod(tangent_bytes_per_particle)
 
-    def __init__(self, N, L, d, do, cap, sigma):
-        self.tan = Tangents(N, L, d, do, cap, sigma)
+    def __init__(self, N, L, d, do, cap, sigma, xp=np):
+        super().__init__(xp)
+        self.tan = Tangents(N, L, d, do, cap, sigma, xp)
 
     def forward(self, l, x, t_x, other):
         return self.tan.forward_zdot(l, t_x, other.k)
@@ -145,5 +153,5 @@ def estimator_class(zdot: str, decoupled: bool, nonlinearity):
     return SteinZdot
 
 
-def make_estimator(cls, N, L, d, do, cap, sigma):
-    return cls(N, L, d, do, cap, sigma) if cls is TangentZdot else cls()
+def make_estimator(cls, N, L, d, do, cap, sigma, xp=np):
+    return cls(N, L, d, do, cap, sigma, xp) if cls is TangentZdot else cls(xp)

@@ -32,12 +32,14 @@ from ...errors import DivergenceError, SpecError
 from ..base import FeatureLearningEngine
 from ..replicates import run_replicates
 from ..result import LimitResult
-from ..sampling import antithetic_count
+from ..sampling import Draws, antithetic_count
 from .columns import STAT_FIELDS, SweepColumns, n_columns
 from .linear import linear_one_hidden
 from .particles import MAX_NODES, antithetic_particles, quadrature_particles
 from .state import ParticleOptimizer, state_rows
 from .sweep import MIN_BLOCK, block_size, phi_tag, sweep, warm_up
+from .sweep_cuda import MAX_D, sweep_cuda
+from .sweep_cuda import fits as fits_cuda
 from .sweep_numpy import sweep_numpy
 
 NAME = "limit/one_hidden"
@@ -69,14 +71,22 @@ class LinearEngine(FeatureLearningEngine):
 
 
 class ParticleEngine(FeatureLearningEngine):
-    """Particles (Monte Carlo) or quadrature nodes, through the fused sweep."""
+    """Particles (Monte Carlo) or quadrature nodes, through the fused sweep.
+
+    On a GPU (``backend="cupy"``) the Monte Carlo particles live on the device
+    and each sweep is the whole-array twin run by CuPy; quadrature rules are
+    small and stay on the host."""
 
     name = NAME
+    on_backend = has_kernel = True
 
     def __init__(self, problem, classification, options):
         super().__init__(problem, classification, options)
         self.method = options.method or "monte_carlo"
+        if self.method == "quadrature":
+            self.backend = "numpy"
         net = problem.net
+        self.kernel = self._kernel(options.kernel, net.d_in)
         self.stats = options.record_stats
         self.cols_K = n_columns(problem.B, problem.E, net.d_out, self.stats)
         per = bytes_per_particle(net.d_in, net.d_out, options.dtype, self.stats, self.cols_K,
@@ -92,15 +102,32 @@ class ParticleEngine(FeatureLearningEngine):
             self._check_resolution(dims)
             self.particles = self.nodes ** dims
             require_particles(self.particles, per, "the quadrature nodes")
-            self.info = {"kernel": options.kernel, "particles": self.particles,
+            self.info = {"kernel": self.kernel, "particles": self.particles,
                          "nodes_per_coordinate": self.nodes}
         else:
             self.particles = antithetic_count(options.particles, self.const.readout_init)
             at_once = min(options.workers, options.replicates)     # replicates held at once
             require_particles(self.particles, per * at_once, "the particles"
-                              + (f" in {at_once} worker processes" if at_once > 1 else ""))
+                              + (f" in {at_once} worker processes" if at_once > 1 else ""),
+                              self.b)
             self.bar_total = problem.T * options.replicates
-            self.info = {"kernel": options.kernel, "particles": self.particles}
+            self.info = {"kernel": self.kernel, "particles": self.particles}
+
+    def _kernel(self, asked, d: int) -> str:
+        """The sweep: 'numba' on the host, the fused 'cuda' kernel on a GPU (the array twin
+        'numpy' for inputs too wide for its registers); refuses a kernel off its device."""
+        on_host = self.backend == "numpy"
+        kernel = asked or ("numba" if on_host else "cuda" if fits_cuda(d) else "numpy")
+        if kernel == "numba" and not on_host:
+            raise SpecError(f"kernel='numba' runs on the CPU; with backend={self.backend!r} use "
+                            "kernel='cuda' (the default there) or 'numpy' (the array twin)")
+        if kernel == "cuda" and on_host:
+            raise SpecError("kernel='cuda' runs on a GPU: use backend='cupy' (or the default "
+                            "kernel='numba' on the CPU)")
+        if kernel == "cuda" and not fits_cuda(d):
+            raise SpecError(f"kernel='cuda' takes inputs of dimension <= {MAX_D}, got d = {d}; "
+                            "use kernel='numpy' (the array twin)")
+        return kernel
 
     def _check_resolution(self, dims: int) -> None:
         """Refuse a Gauss–Hermite rule too coarse for the pre-activations' scale.
@@ -127,10 +154,31 @@ class ParticleEngine(FeatureLearningEngine):
                 f"at pre-activation scale σ_1·max|ξ| = {s:.3g}: it needs {needed}; {fix}, "
                 "or use method='monte_carlo' (exact in law at any scale)")
 
+    def _sweep_function(self):
+        """``f(U, V, w, U0, Xb, chi, step_u, step_v, Xn, Xs, stats, block, nb, SU, SV, hp)``
+        -> the host (nb, K) block sums: the Numba kernel, or the whole-array twin on
+        the run's backend (NumPy, or CuPy on a GPU)."""
+        phi, b = self.problem.net.phi, self.b
+        if self.kernel == "numba":
+            tag = phi_tag(phi)
+
+            def numba_sweep(U, V, w, U0, Xb, chi, su, sv, Xn, Xs, stats, block, nb, SU, SV, hp):
+                out = np.zeros((nb, n_columns(len(Xn), len(Xs), V.shape[0], stats)))
+                sweep(U, V, w, U0, tag, Xb, chi, su, sv, Xn, Xs, stats, block, out, SU, SV, hp)
+                return out
+            return numba_sweep
+
+        twin = sweep_cuda if self.kernel == "cuda" else sweep_numpy
+
+        def array_sweep(U, V, w, U0, Xb, chi, su, sv, Xn, Xs, stats, block, nb, SU, SV, hp):
+            return b.to_numpy(twin(U, V, w, U0, phi, Xb, chi, su, sv, Xn, Xs, stats, block,
+                                   SU, SV, hp, b))
+        return array_sweep
+
     def run(self, on_step) -> LimitResult:
         p, o, c = self.problem, self.options, self.const
         d, do = p.net.d_in, p.net.d_out
-        if o.kernel == "numba":
+        if self.kernel == "numba":
             with compile_notice(f"the one-hidden-layer particle kernel for {p.net.phi}"):
                 warm_up(phi_tag(p.net.phi), o.dtype)
         if self.method == "quadrature":
@@ -161,7 +209,8 @@ class ParticleEngine(FeatureLearningEngine):
         """One Monte Carlo run from antithetic particles drawn with ``rng``."""
         p, o, c = self.problem, self.options, self.const
         U, V, w = antithetic_particles(self.particles, p.net.d_in, p.net.d_out, c.sigma[0],
-                                       c.sigma[1], c.readout_init, rng, o.dtype)
+                                       c.sigma[1], c.readout_init,
+                                       Draws(self.b, rng, o.random), o.dtype, self.b.xp)
         return self._sweeps(U, V, w, on_step)
 
     def _sweeps(self, U, V, w, on_step) -> LimitResult:
@@ -173,12 +222,13 @@ class ParticleEngine(FeatureLearningEngine):
         block = block_size(d, do, B, E, N, self.stats)
         nb = (N + block - 1) // block
         Wb = _block_weights(w, N, nb, block)
-        U0 = U.copy() if self.stats else np.zeros((d, 1), U.dtype)   # unread without stats
-        tag = phi_tag(p.net.phi)
-        Xe = np.array(p.eval_inputs)                     # writable: one kernel signature
-        empty_x, empty_chi = np.zeros((0, d)), np.zeros((0, do))
+        xp = self.b.xp
+        U0 = U.copy() if self.stats else xp.zeros((d, 1), U.dtype)   # unread without stats
+        Xe = xp.array(p.eval_inputs)                     # writable: one kernel signature
+        empty_x, empty_chi = xp.zeros((0, d)), xp.zeros((0, do))
         alpha = self.const.alpha
-        state = ParticleOptimizer(p.optimizer, self.const, d, do, N, U.dtype)
+        state = ParticleOptimizer(p.optimizer, self.const, d, do, N, U.dtype, xp)
+        run_sweep = self._sweep_function()
         res = LimitResult.empty(T, E, B, do, L=1)
 
         def do_sweep(t_after, Xb, chi, Xn):
@@ -187,13 +237,8 @@ class ParticleEngine(FeatureLearningEngine):
             step_u, step_v, hp = state.step(t_after)
             Xs = Xe if evaluate else empty_x
             cols = SweepColumns(len(Xn), len(Xs), do, self.stats and evaluate)
-            if o.kernel == "numba":
-                out = np.zeros((nb, cols.width))
-                sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xs, cols.stats, block,
-                      out, state.SU, state.SV, hp)
-            else:
-                out = sweep_numpy(U, V, w, U0, p.net.phi, Xb, chi, step_u, step_v, Xn, Xs,
-                                  cols.stats, block, state.SU, state.SV, hp)
+            out = run_sweep(U, V, w, U0, Xb, chi, step_u, step_v, Xn, Xs, cols.stats, block, nb,
+                            state.SU, state.SV, hp)
             tot = out.sum(axis=0)
             check_size(alpha * tot[: (cols.Bn + cols.E) * do], t_after, None, "output f",
                        o.divergence_bound)
@@ -213,15 +258,15 @@ class ParticleEngine(FeatureLearningEngine):
 
         loop = StepLoop(T, on_step)
         with loop:
-            f_next = do_sweep(0, empty_x, empty_chi, p.batch(0)[0])
+            f_next = do_sweep(0, empty_x, empty_chi, xp.asarray(p.batch(0)[0]))
             for t in loop:
                 Xb, Yb = p.batch(t)
                 f = f_next
                 res.f_train[t] = f
                 res.loss[t] = float(np.mean(p.loss.value(f, Yb, np)))
-                chi = np.ascontiguousarray(p.loss.grad(f, Yb, np) / B)
-                Xn = p.batch(t + 1)[0] if t + 1 < T else empty_x
-                f_next = do_sweep(t + 1, Xb, chi, Xn)
+                chi = xp.ascontiguousarray(xp.asarray(p.loss.grad(f, Yb, np) / B))
+                Xn = xp.asarray(p.batch(t + 1)[0]) if t + 1 < T else empty_x
+                f_next = do_sweep(t + 1, xp.asarray(Xb), chi, Xn)
         res.se_method = ("batch means over particle blocks (ignores error carried by chi; "
                          "use replicates > 1 for the full Monte Carlo error)")
         res.se_dof = nb - 1

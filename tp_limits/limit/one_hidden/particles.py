@@ -24,16 +24,17 @@ MAX_NODES = 300
 
 
 def antithetic_particles(N: int, d: int, d_out: int, sigma_u: float, sigma_v: float,
-                         readout_init: bool, rng: np.random.Generator, dtype):
-    """N (even) particles; independent draws when the readout starts at zero."""
+                         readout_init: bool, draws, dtype, xp=np):
+    """N (even) particles as ``xp`` arrays, from ``draws`` (limit/sampling.py); independent
+    draws when the readout starts at zero.  The weights stay a host array."""
     if not readout_init:
-        U = sigma_u * rng.standard_normal((d, N))
-        return U.astype(dtype), np.zeros((d_out, N), dtype), np.full(1, 1.0 / N)
+        U = sigma_u * draws.normal((d, N))
+        return U.astype(dtype), xp.zeros((d_out, N), dtype), np.full(1, 1.0 / N)
     half = N // 2
-    Z = sigma_u * rng.standard_normal((d, half))
-    W = sigma_v * rng.standard_normal((d_out, half))
-    U = np.repeat(Z, 2, axis=1)
-    V = np.empty((d_out, N))
+    Z = sigma_u * draws.normal((d, half))
+    W = sigma_v * draws.normal((d_out, half))
+    U = xp.repeat(Z, 2, axis=1)
+    V = xp.empty((d_out, N))
     V[:, 0::2], V[:, 1::2] = W, -W
     return U.astype(dtype), V.astype(dtype), np.full(1, 1.0 / N)
 

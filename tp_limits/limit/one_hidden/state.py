@@ -41,11 +41,11 @@ class ParticleOptimizer:
     1 − β^t for the t-th update.
     """
 
-    def __init__(self, optimizer, const, d: int, d_out: int, N: int, dtype):
+    def __init__(self, optimizer, const, d: int, d_out: int, N: int, dtype, xp=np):
         self.opt, self.const = optimizer, const
         k = state_rows(optimizer)
-        self.SU = np.zeros((k, d, N if k else 1), dtype)
-        self.SV = np.zeros((k, d_out, N if k else 1), dtype)
+        self.SU = xp.zeros((k, d, N if k else 1), dtype)
+        self.SV = xp.zeros((k, d_out, N if k else 1), dtype)
         self.decay = optimizer.shrinks(const.decay)
 
     def step(self, t: int):

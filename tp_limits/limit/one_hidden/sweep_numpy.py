@@ -1,13 +1,13 @@
-"""Plain vectorized NumPy twin of the fused kernel in sweep.py.
+"""Plain vectorized twin of the fused kernel in sweep.py, on any array backend.
 
 Same inputs, same outputs (per-block sums, same columns, see columns.py), written as
-whole-array NumPy expressions over all particles.  It is the reference the
-tests check the Numba kernel against, the baseline of the benchmark, and a
-fallback (``kernel="numpy"``) where Numba is unwanted.
+whole-array expressions over all particles.  It is the reference the tests
+check the Numba kernel against, the baseline of the benchmark, a fallback
+(``kernel="numpy"``) where Numba is unwanted, and, given a CuPy backend
+(``b``), the sweep of the one-hidden-layer limit on a GPU: the particles,
+batch and χ are then device arrays, and so are the block sums returned.
 """
 from __future__ import annotations
-
-import numpy as np
 
 from ...engine.backend import numpy_backend
 from ...nonlinearities import get_nonlinearity
@@ -16,28 +16,33 @@ from .state import HP
 _NP = numpy_backend()
 
 
-def _block_sums(values, block: int, nb: int) -> np.ndarray:
-    """(..., N) per-particle values -> (nb, ...) sums over consecutive blocks."""
-    starts = np.arange(0, nb * block, block)
-    return np.moveaxis(np.add.reduceat(values, starts, axis=-1), -1, 0)
+def _block_sums(values, block: int, xp):
+    """(K, N) per-particle values -> (nb, K) sums over consecutive blocks of ``block``."""
+    K, N = values.shape
+    full = N - N % block
+    sums = values[:, :full].reshape(K, -1, block).sum(axis=2)
+    if full < N:
+        sums = xp.concatenate([sums, values[:, full:].sum(axis=1, keepdims=True)], axis=1)
+    return sums.T
 
 
 def sweep_numpy(U, V, w, U0, phi: str, Xb, chi, step_u, step_v, Xn, Xe, stats: bool,
-                block: int, SU=None, SV=None, hp=None) -> np.ndarray:
+                block: int, SU=None, SV=None, hp=None, b=_NP):
     """Update U, V in place with the batch (Xb, chi), then return the block sums.
 
     ``SU``, ``SV``, ``hp`` as in sweep.py: heavy-ball buffers (k = 1) or Adam moments
-    (k = 2), updated in place; None (or k = 0) is plain SGD.
+    (k = 2), updated in place; None (or k = 0) is plain SGD.  ``b``: the backend of
+    the arrays (``hp`` and ``w`` stay host arrays).
     """
-    nl = get_nonlinearity(phi)
+    nl, xp = get_nonlinearity(phi), b.xp
     d, N = U.shape
     nb = (N + block - 1) // block
     mode = 0 if SU is None else SU.shape[0]
     if len(Xb):
         H = Xb @ U                                   # (B, N)
         S = chi @ V                                  # (B, N): χ_iᵀ Z^{nV}
-        G = S * nl.dphi(H, _NP)
-        P = nl.phi(H, _NP)
+        G = S * nl.dphi(H, b)
+        P = nl.phi(H, b)
         if mode == 0:
             if step_u != 0.0:
                 U -= step_u * (Xb.T @ G)
@@ -57,22 +62,22 @@ def sweep_numpy(U, V, w, U0, phi: str, Xb, chi, step_u, step_v, Xn, Xe, stats: b
                 St[0] += (1 - b1) * inc
                 St[1] *= b2
                 St[1] += (1 - b2) * inc * inc
-                den = np.sqrt(St[1] / h["bias2"]) + h["eps"]
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    psi = np.where(den > 0, (St[0] / h["bias1"]) / den, 0.0)
+                den = xp.sqrt(St[1] / h["bias2"]) + h["eps"]
+                # 0/0 (ε = 0, no gradient yet) is a zero step
+                psi = xp.where(den > 0, (St[0] / h["bias1"]) / xp.where(den > 0, den, 1.0), 0.0)
                 Z *= 1 - shrink
                 Z -= lr * psi
-    ww = w if len(w) == N else np.full(N, w[0])
+    ww = xp.asarray(w) if len(w) == N else xp.full(N, float(w[0]))
     cols = []
     for X in (Xn, Xe):
         if len(X):
-            Ph = nl.phi(X @ U, _NP) * ww             # (n, N)
+            Ph = nl.phi(X @ U, b) * ww               # (n, N)
             cols.append((Ph[:, None, :] * V[None, :, :]).reshape(-1, N))
     if stats and len(Xe):
         H, H0 = Xe @ U, Xe @ U0
-        Xv, X0 = nl.phi(H, _NP), nl.phi(H0, _NP)
+        Xv, X0 = nl.phi(H, b), nl.phi(H0, b)
         cols += [ww * H * H, ww * (H - H0) ** 2, ww * Xv * Xv, ww * (Xv - X0) ** 2,
                  (ww * Xv[:, None, :] * Xv[None, :, :]).reshape(-1, N)]
     if not cols:
-        return np.zeros((nb, 0))
-    return _block_sums(np.concatenate(cols, axis=0), block, nb)
+        return xp.zeros((nb, 0))
+    return _block_sums(xp.concatenate(cols, axis=0), block, xp)

@@ -1,0 +1,107 @@
+"""The limit engines on a GPU (CuPy) against the NumPy engines.  Skipped without CuPy and
+a CUDA device (CI has none); run them on a GPU machine with ``pytest tests/test_limit_gpu.py``.
+
+With ``random="host"`` both backends see identical random inputs, so in float64
+they must agree to 1e-10 (the sums run in another order on the device); with
+the device's own generator a GPU run is an independent sample of the same law.
+"""
+import numpy as np
+import pytest
+from conftest import N8, agree
+
+import tp_limits as tp
+from tp_limits.engine.backend import get_backend
+from tp_limits.errors import BackendUnavailableError, MemoryBudgetError
+from tp_limits.limit.simulate import prepare_limit
+
+
+def _gpu_or_skip():
+    try:
+        get_backend("cupy")
+    except BackendUnavailableError as exc:
+        pytest.skip(f"no GPU here: {exc}")
+
+
+pytestmark = pytest.mark.usefixtures("gpu")
+
+
+@pytest.fixture
+def gpu():
+    _gpu_or_skip()
+
+
+def _problem(L, adam=False):
+    net = tp.MLP(tp.mup(L, optimizer="adam") if adam else tp.mup(L), 3, 2, phi="tanh")
+    return net, tp.Routine(lr=0.05 if adam else 0.4, optimizer=tp.Adam() if adam else tp.SGD(),
+                           **N8)
+
+
+@pytest.mark.parametrize("case", ["deep L=3 stein", "deep L=2 tangent", "deep L=2 adam",
+                                  "deep L=3 stein float32", "one hidden", "one hidden adam"])
+def test_gpu_engine_matches_cpu_engine_number_for_number(case):
+    L = 1 if "one" in case else int(case.split("L=")[1][0])
+    net, r = _problem(L, adam="adam" in case)
+    opts = dict(particles=20_000, replicates=2, seed=5, random="host",
+                dtype=np.float32 if "float32" in case else np.float64,
+                **(dict(zdot="tangent") if "tangent" in case else {}),
+                **(dict(partners=16) if "adam" in case else {}))
+    cpu = tp.simulate_limit(net, r, **opts)
+    gpu = tp.simulate_limit(net, r, backend="cupy", **opts)
+    assert gpu.meta["backend"] == "cupy" and cpu.meta["backend"] == "numpy"
+    tol = 1e-5 if "float32" in case else 1e-10        # float32: hats rounded on either side
+    assert np.allclose(gpu.f_eval, cpu.f_eval, rtol=tol, atol=tol), \
+        float(np.max(np.abs(gpu.f_eval - cpu.f_eval)))
+    assert np.allclose(gpu.f_eval_se, cpu.f_eval_se, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("L", [1, 3])
+def test_gpu_generator_is_another_sample_of_the_same_law(L):
+    net, r = _problem(L)
+    cpu = tp.simulate_limit(net, r, particles=20_000, replicates=8, seed=2)
+    gpu = tp.simulate_limit(net, r, particles=20_000, replicates=8, seed=2, backend="cupy")
+    assert not np.allclose(gpu.f_eval[1:], cpu.f_eval[1:], rtol=1e-8, atol=1e-8)
+    agree(gpu, cpu)
+
+
+def test_memory_guard_counts_device_memory():
+    net, r = _problem(3)
+    with pytest.raises(MemoryBudgetError, match=r"\(cupy\).*at most [\d,]+ particles fit"):
+        prepare_limit(net, r, particles=10 ** 9, backend="cupy")
+
+
+@pytest.mark.parametrize("phi, mode", [(phi, 0) for phi in ("id", "tanh", "relu", "sigmoid",
+                                                             "gelu", "erf", "softplus")]
+                         + [("tanh", 1), ("tanh", 2), ("gelu", 1), ("softplus", 2)])
+def test_cuda_sweep_matches_array_twin(phi, mode):
+    """The fused CUDA kernel against the whole-array twin on the same device: every φ,
+    plain SGD, heavy ball and Adam state, with and without statistics and a batch."""
+    from tp_limits.limit.one_hidden.state import hyperparameters
+    from tp_limits.limit.one_hidden.sweep_cuda import sweep_cuda
+    from tp_limits.limit.one_hidden.sweep_numpy import sweep_numpy
+    b = get_backend("cupy")
+    cp = b.xp
+    g = cp.random.default_rng(0)
+    d, do, N, E, block = 3, 2, 10_037, 3, 512
+    hp = hyperparameters(momentum=0.8, decay_u=0.01, decay_v=0.02, beta1=0.9, beta2=0.99,
+                         eps=1e-3, bias1=0.1, bias2=0.01, lr_u=0.1, lr_v=0.2)
+    for dtype, tol in ((np.float64, 1e-12), (np.float32, 2e-5)):
+        for B, stats in ((2, False), (2, True), (0, True)):
+            U = g.standard_normal((d, N)).astype(dtype)
+            V = g.standard_normal((do, N)).astype(dtype)
+            S = [None, None] if mode == 0 else [cp.abs(g.standard_normal((mode, k, N))).astype(
+                dtype) for k in (d, do)]
+            Xb, Xn, Xe = g.standard_normal((B, d)), g.standard_normal((2, d)), \
+                g.standard_normal((E, d))
+            chi = g.standard_normal((B, do))
+            w = np.full(1, 1.0 / N)
+            runs = []
+            for fn in (sweep_numpy, sweep_cuda):
+                u, v = U.copy(), V.copy()
+                su, sv = [None if s is None else s.copy() for s in S]
+                out = fn(u, v, w, U, phi, Xb, chi, 0.3, 0.2, Xn, Xe, stats, block, su, sv,
+                         hp if mode else None, b)
+                runs.append([out, u, v] + ([su, sv] if mode else []))
+            for x, y in zip(*runs):
+                x, y = cp.asnumpy(x).astype(np.float64), cp.asnumpy(y).astype(np.float64)
+                assert x.shape == y.shape and np.allclose(y, x, rtol=tol, atol=tol), \
+                    (dtype, B, stats, float(np.max(np.abs(x - y))))
