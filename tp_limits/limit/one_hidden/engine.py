@@ -11,7 +11,8 @@ Three engines share this description:
 
 * :class:`ParticleEngine` with ``method="monte_carlo"``: N antithetic
   particles through the fused kernel of sweep.py (or its NumPy twin,
-  ``kernel="numpy"``); standard errors from batch means over particle
+  ``kernel="numpy"``; on a GPU, ``backend="cupy"``, the CUDA kernel of
+  sweep_cuda.py); standard errors from batch means over particle
   blocks, or from independent replicates when replicates > 1;
 * :class:`ParticleEngine` with ``method="quadrature"``: tensor Gauss–Hermite
   nodes (d + d_out <= 3), run twice (k and ~3k/4 nodes per coordinate); the
