@@ -159,6 +159,7 @@ for i, kw in enumerate([
         dict(dtype=np.float16), dict(dtype=int), dict(record=("stats", "spectral")),
         dict(record=None), dict(record="stats"), dict(kernel="cuda"), dict(kernel="opencl"),
         dict(backend="tpu"), dict(random="device"), dict(kernel="cuda", backend="numpy"),
+        dict(sampler="sobol"), dict(sampler="qmc", replicates=1),
         dict(f0="random"), dict(samples=0), dict(backprop="partial"), dict(backprop="decoupled"),
         dict(on_divergence="ignore"), dict(zdot="adjoint"), dict(zdot="tangent", method="exact"),
         dict(workers=0), dict(workers=-2), dict(divergence_bound=-1), dict(divergence_bound=0),

@@ -1,7 +1,7 @@
 """The one-hidden-layer limit: exact linear forms, Monte Carlo, quadrature, finite networks."""
 import numpy as np
 import pytest
-from conftest import D1, N2, d1, within_se
+from conftest import D1, N2, agree, d1, within_se
 
 import tp_limits as tp
 from tp_limits.limit.one_hidden import engine as one_hidden
@@ -265,3 +265,36 @@ def test_divergence_is_reported_not_silent(param, L, kwargs):
     tr = tp.simulate_limit(net, r, record=(), on_divergence="stop", **kwargs)
     assert tr.meta["diverged"]["step"] >= 1 and tr.steps == tr.meta["completed_steps"] < 180
     assert np.all(np.isfinite(tr.f_eval)) and np.all(np.isfinite(tr.loss))
+
+
+def test_qmc_particles_agree_with_monte_carlo_and_quadrature_with_smaller_error():
+    """Randomized QMC (the default with replicates) estimates the same limit: within the
+    combined standard error of antithetic Monte Carlo and of a fine quadrature rule, with
+    an error bar (over independent scramblings) several times smaller at equal N."""
+    net = tp.MLP(tp.mup(1), 2, 1, phi="tanh")
+    qmc = tp.simulate_limit(net, d1(), particles=16_384, replicates=8, seed=5)
+    mc = tp.simulate_limit(net, d1(), particles=16_384, replicates=8, seed=5,
+                           sampler="antithetic")
+    quad = tp.simulate_limit(net, d1(), method="quadrature", particles=120 ** 3)
+    assert qmc.meta["sampler"] == "qmc" and mc.meta["sampler"] == "antithetic"
+    assert qmc.meta["particles"] == 16_384 and qmc.se_dof == 7
+    assert np.max(np.abs(qmc.f_eval[0])) < 1e-15            # Sobol' points in ± pairs
+    agree(qmc, mc)
+    within_se(qmc.f_eval[1:], quad.f_eval[1:], np.hypot(qmc.f_eval_se[1:], quad.f_eval_se[1:]),
+              qmc.se_dof)
+    assert np.max(qmc.f_eval_se[1:]) < np.max(mc.f_eval_se[1:]) / 4
+
+
+def test_sampler_choices_are_checked_before_work():
+    net = tp.MLP(tp.mup(1), 2, 1, phi="tanh")
+    with pytest.raises(tp.SpecError, match="replicates >= 2"):
+        tp.simulate_limit(net, d1(), sampler="qmc", replicates=1)
+    with pytest.raises(tp.SpecError, match="Gauss–Hermite"):
+        tp.simulate_limit(net, d1(), method="quadrature", sampler="qmc")
+    with pytest.raises(tp.SpecError, match="hats drawn at every step"):
+        tp.simulate_limit(tp.MLP(tp.mup(2), 2, 1, phi="tanh"), d1(), sampler="qmc")
+    with pytest.raises(tp.SpecError, match="sampler"):
+        tp.simulate_limit(net, d1(), sampler="sobol")
+    one = tp.simulate_limit(net, d1(), particles=3000, replicates=1)
+    assert one.meta["sampler"] == "antithetic" and one.meta["particles"] == 3000
+    assert tp.simulate_limit(net, d1(), particles=3000, replicates=2).meta["particles"] == 4096

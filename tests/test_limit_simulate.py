@@ -112,7 +112,10 @@ def test_prepare_checks_memory_without_running():
     with pytest.raises(tp.MemoryBudgetError, match="at most"):
         prepare_limit(net, d1(), particles=10 ** 13)
     plan = prepare_limit(net, d1(), particles=2_000)
-    assert plan.engine.particles == 2_000 and plan.run().steps == 3
+    # the default QMC sampler rounds up to a power of two; antithetic pairs keep the count
+    assert plan.engine.particles == 2_048 and plan.run().steps == 3
+    assert prepare_limit(net, d1(), particles=2_000, sampler="antithetic").engine.particles \
+        == 2_000
 
 
 def test_the_same_result_whatever_the_entry_point():

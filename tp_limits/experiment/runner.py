@@ -142,7 +142,7 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
         "method": lim["method"], "backprop": lim["backprop"], "zdot": lim["zdot"],
         "dtype": np.dtype(lim["dtype"]), "workers": lim["workers"],
         "partners": lim["partners"], "debias_partners": lim["debias_partners"],
-        "backend": lim["backend"], "random": lim["random"]}
+        "backend": lim["backend"], "random": lim["random"], "sampler": lim["sampler"]}
     fin = cfg["finite"]
     finite = {} if not fin["enabled"] else {
         "widths": tuple(sorted(set(fin["widths"]))), "seeds": fin["seeds"],

@@ -19,7 +19,7 @@ from ..engine.backend import BACKENDS
 from ..engine.options import DTYPES
 from ..errors import TPError
 from ..limit.options import BACKPROP, METHODS, ZDOT
-from ..limit.sampling import SOURCES
+from ..limit.sampling import SAMPLERS, SOURCES
 from ..losses import LOSSES
 from ..nonlinearities import NONLINEARITIES
 
@@ -158,6 +158,8 @@ SCHEMA: dict = {
         "random": Key("str", "backend", "'backend' (the device's generator) or 'host' (a GPU "
                                         "run then reproduces the CPU run of its seed)",
                       choices=SOURCES),
+        "sampler": Key("str", None, "one hidden layer: initial particles 'qmc' (default with "
+                                    "replicates), 'antithetic' or 'mc'", choices=SAMPLERS),
     },
     "sweep": {
         "lrs": Key("numbers", None, "learning rates to sweep (tp-limits sweep; at least three)"),

@@ -21,6 +21,7 @@ class Engine:
     #: and kernel engines work on small matrices and run on the host whatever it is
     on_backend: bool = False
     has_kernel: bool = False        # whether ``options.kernel`` means anything to the engine
+    has_sampler: bool = False       # whether it draws initial particles by ``options.sampler``
 
     def __init__(self, problem, classification, options):
         self.problem, self.classification, self.options = problem, classification, options
@@ -30,6 +31,11 @@ class Engine:
             raise SpecError(f"kernel={options.kernel!r} chooses the sweep of the one-hidden-"
                             f"layer particle engine; {self.name or type(self).__name__} has "
                             "none (leave kernel unset)")
+        if options.sampler not in (None, "antithetic") and not self.has_sampler:
+            raise SpecError(
+                f"sampler={options.sampler!r} chooses how the one-hidden-layer Monte Carlo "
+                f"engine draws its particles; {self.name or type(self).__name__} does not "
+                "(a deep limit's error comes mostly from the hats drawn at every step)")
         self.backend = options.backend if self.on_backend else "numpy"     # meta["backend"]
         if self.backend != "numpy":
             get_backend(self.backend)       # CuPy and a device present, before any work

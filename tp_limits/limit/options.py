@@ -25,7 +25,7 @@ from ..engine.options import (
 from ..engine.steps import DIVERGENCE_BOUND
 from ..errors import SpecError
 from ..spec.checks import check_bool, check_choice, check_int
-from .sampling import SOURCES
+from .sampling import SAMPLERS, SOURCES
 
 METHODS = ("exact", "monte_carlo", "quadrature")
 #: one hidden layer; None picks 'numba' on the host, 'cuda' (or the array twin for wide
@@ -63,6 +63,7 @@ class LimitOptions:
     debias_partners: bool = True
     backend: str = "numpy"
     random: str = "backend"
+    sampler: str | None = None        # None: 'qmc' where it is the default, else 'antithetic'
 
     @classmethod
     def of(cls, **given) -> "LimitOptions":
@@ -95,6 +96,8 @@ class LimitOptions:
             check_choice(o["backend"], "backend", BACKENDS)
         if "random" in o:
             check_choice(o["random"], "random", SOURCES)
+        if o.get("sampler") is not None:
+            check_choice(o["sampler"], "sampler", SAMPLERS)
         if "f0" in o and isinstance(o["f0"], str):
             check_choice(o["f0"], "f0", F0)
         if "samples" in o:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 SOURCES = ("backend", "host")
+#: how the one-hidden-layer engine draws its initial particles (docs/theory.md §2.2)
+SAMPLERS = ("antithetic", "mc", "qmc")
 
 
 class Draws:
@@ -31,6 +33,19 @@ class Draws:
     def normal(self, shape):
         return self._xp.asarray(self._gen.standard_normal(shape))
 
+    def sobol_normals(self, dims: int, n: int):
+        """(dims, n) standard normals from a scrambled Sobol' sequence: randomized
+        quasi-Monte Carlo.  The scrambling is drawn from the host generator, so
+        replicates are independent randomizations of the same point set and their
+        spread is an honest error bar.  ``n`` must be a power of two (the points'
+        balance holds for such n)."""
+        from scipy.special import ndtri
+        from scipy.stats import qmc
+        u = qmc.Sobol(dims, scramble=True, seed=self.host).random_base2(int(np.log2(n)))
+        tiny = np.finfo(float).eps / 2                     # keep ndtri finite at 0
+        # C-ordered (dims, n), as the kernels take particle arrays
+        return self._xp.asarray(np.ascontiguousarray(ndtri(np.clip(u, tiny, 1.0 - tiny)).T))
+
     def subset(self, n: int, k: int) -> np.ndarray:
         """k of range(n), sorted: the first k of one host permutation (nested in k)."""
         return np.sort(self.host.permutation(n)[:k])
@@ -39,3 +54,11 @@ class Draws:
 def antithetic_count(particles: int, paired: bool = True) -> int:
     """The particle count actually used: ``particles`` rounded up to even when paired."""
     return particles + particles % 2 if paired else particles
+
+
+def sampler_count(particles: int, sampler: str, paired: bool = True) -> int:
+    """The count a sampler uses: even for antithetic pairs, the next power of two for
+    Sobol' points, ``particles`` itself for plain Monte Carlo."""
+    if sampler == "qmc":
+        return 1 << max(2, (particles - 1).bit_length())     # pairs: N/2 a power of two too
+    return antithetic_count(particles, paired and sampler == "antithetic")

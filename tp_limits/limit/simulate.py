@@ -83,7 +83,7 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
                    divergence_bound: float | None = DIVERGENCE_BOUND,
                    executor=None, partners: int | None = None,
                    debias_partners: bool = True, backend: str = "numpy",
-                   random: str = "backend") -> Trajectory:
+                   random: str = "backend", sampler: str | None = None) -> Trajectory:
     """Simulate the infinite-width training dynamics; returns a :class:`Trajectory`.
 
     Parameters
@@ -113,6 +113,13 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
         ``seed``: the same law on either backend) or 'host' (every draw from the
         host generator, copied over: a CuPy run then sees the random inputs of
         the NumPy run of the same seed and agrees with it to rounding).
+    sampler : one hidden layer, Monte Carlo: how the initial particles are drawn —
+        'qmc' (scrambled Sobol' points mapped to Gaussians, N rounded up to a power
+        of two; randomized quasi-Monte Carlo, whose error falls like N^{-1} here
+        instead of N^{-1/2}; the default when replicates >= 2, whose spread over
+        independent scramblings is the error bar), 'antithetic' (± pairs of
+        Z^{nV}; the default for a single replicate) or 'mc' (independent draws);
+        docs/theory.md §2.2.  ``meta["sampler"]`` records it.
     dtype : storage precision of the particles (one hidden layer) or of the
         hat histories (deep Monte Carlo): float64, or float32 to halve memory
         and memory traffic; expectations are accumulated in float64.
@@ -154,4 +161,4 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
                          workers=workers, divergence_bound=divergence_bound,
                          executor=executor, partners=partners,
                          debias_partners=debias_partners, backend=backend,
-                         random=random).run()
+                         random=random, sampler=sampler).run()

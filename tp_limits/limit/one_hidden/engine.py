@@ -33,10 +33,10 @@ from ...errors import DivergenceError, SpecError
 from ..base import FeatureLearningEngine
 from ..replicates import run_replicates
 from ..result import LimitResult
-from ..sampling import Draws, antithetic_count
+from ..sampling import Draws, sampler_count
 from .columns import STAT_FIELDS, SweepColumns, n_columns
 from .linear import linear_one_hidden
-from .particles import MAX_NODES, antithetic_particles, quadrature_particles
+from .particles import MAX_NODES, quadrature_particles, random_particles
 from .state import ParticleOptimizer, state_rows
 from .sweep import MIN_BLOCK, block_size, phi_tag, sweep, warm_up
 from .sweep_cuda import MAX_D, sweep_cuda
@@ -79,13 +79,16 @@ class ParticleEngine(FeatureLearningEngine):
     small and stay on the host."""
 
     name = NAME
-    on_backend = has_kernel = True
+    on_backend = has_kernel = has_sampler = True
 
     def __init__(self, problem, classification, options):
         super().__init__(problem, classification, options)
         self.method = options.method or "monte_carlo"
         if self.method == "quadrature":
             self.backend = "numpy"
+            if options.sampler not in (None, "antithetic"):
+                raise SpecError(f"sampler={options.sampler!r} draws Monte Carlo particles; "
+                                "method='quadrature' uses Gauss–Hermite nodes")
         net = problem.net
         self.kernel = self._kernel(options.kernel, net.d_in)
         self.stats = options.record_stats
@@ -106,13 +109,22 @@ class ParticleEngine(FeatureLearningEngine):
             self.info = {"kernel": self.kernel, "particles": self.particles,
                          "nodes_per_coordinate": self.nodes}
         else:
-            self.particles = antithetic_count(options.particles, self.const.readout_init)
+            # randomized QMC wins by far where its error bar exists (docs/performance.md)
+            self.sampler = options.sampler or ("qmc" if options.replicates > 1
+                                               else "antithetic")
+            if self.sampler == "qmc" and options.replicates < 2:
+                raise SpecError("sampler='qmc' needs replicates >= 2: its error bar is the "
+                                "spread of independent scramblings (one run's particles are "
+                                "not independent, so their batch means are no error bar)")
+            self.particles = sampler_count(options.particles, self.sampler,
+                                           self.const.readout_init)
             at_once = min(options.workers, options.replicates)     # replicates held at once
             require_particles(self.particles, per * at_once, "the particles"
                               + (f" in {at_once} worker processes" if at_once > 1 else ""),
                               self.b)
             self.bar_total = problem.T * options.replicates
-            self.info = {"kernel": self.kernel, "particles": self.particles}
+            self.info = {"kernel": self.kernel, "particles": self.particles,
+                         "sampler": self.sampler}
 
     def _kernel(self, asked, d: int) -> str:
         """The sweep: 'numba' on the host, the fused 'cuda' kernel on a GPU (the array twin
@@ -209,9 +221,9 @@ class ParticleEngine(FeatureLearningEngine):
     def run_once(self, rng, on_step=lambda t: None) -> LimitResult:
         """One Monte Carlo run from antithetic particles drawn with ``rng``."""
         p, o, c = self.problem, self.options, self.const
-        U, V, w = antithetic_particles(self.particles, p.net.d_in, p.net.d_out, c.sigma[0],
-                                       c.sigma[1], c.readout_init,
-                                       Draws(self.b, rng, o.random), o.dtype, self.b.xp)
+        U, V, w = random_particles(self.particles, p.net.d_in, p.net.d_out, c.sigma[0],
+                                   c.sigma[1], c.readout_init, Draws(self.b, rng, o.random),
+                                   o.dtype, self.b.xp, self.sampler)
         return self._sweeps(U, V, w, on_step)
 
     def _sweeps(self, U, V, w, on_step) -> LimitResult:

@@ -23,6 +23,34 @@ from ...errors import SpecError
 MAX_NODES = 300
 
 
+def random_particles(N: int, d: int, d_out: int, sigma_u: float, sigma_v: float,
+                     readout_init: bool, draws, dtype, xp=np, sampler: str = "antithetic"):
+    """N particles as ``xp`` arrays from ``draws`` (limit/sampling.py) by ``sampler``:
+    antithetic pairs (below), independent draws ('mc'), or scrambled Sobol' points
+    mapped to Gaussians ('qmc': randomized quasi-Monte Carlo, an error that falls
+    faster than N^{-1/2} for smooth integrands; docs/theory.md §2.2)."""
+    if sampler == "antithetic":
+        return antithetic_particles(N, d, d_out, sigma_u, sigma_v, readout_init, draws, dtype,
+                                    xp)
+    if sampler == "qmc" and readout_init:
+        # Sobol' points for one member of each pair, mirrored in Z^{nV}: f̊_0 = 0 exactly
+        Z = draws.sobol_normals(d + d_out, N // 2)
+        return _pairs(sigma_u * Z[:d], sigma_v * Z[d:], dtype, xp)
+    dims = d + (d_out if readout_init else 0)
+    Z = draws.sobol_normals(dims, N) if sampler == "qmc" else draws.normal((dims, N))
+    U = sigma_u * Z[:d]
+    V = sigma_v * Z[d:] if readout_init else xp.zeros((d_out, N))
+    return U.astype(dtype), V.astype(dtype), np.full(1, 1.0 / N)
+
+
+def _pairs(Z, W, dtype, xp):
+    """Particles (Z, +W), (Z, −W) side by side, from the first members' columns."""
+    U = xp.repeat(Z, 2, axis=1)
+    V = xp.empty((W.shape[0], 2 * W.shape[1]))
+    V[:, 0::2], V[:, 1::2] = W, -W
+    return U.astype(dtype), V.astype(dtype), np.full(1, 1.0 / U.shape[1])
+
+
 def antithetic_particles(N: int, d: int, d_out: int, sigma_u: float, sigma_v: float,
                          readout_init: bool, draws, dtype, xp=np):
     """N (even) particles as ``xp`` arrays, from ``draws`` (limit/sampling.py); independent
@@ -33,10 +61,7 @@ def antithetic_particles(N: int, d: int, d_out: int, sigma_u: float, sigma_v: fl
     half = N // 2
     Z = sigma_u * draws.normal((d, half))
     W = sigma_v * draws.normal((d_out, half))
-    U = xp.repeat(Z, 2, axis=1)
-    V = xp.empty((d_out, N))
-    V[:, 0::2], V[:, 1::2] = W, -W
-    return U.astype(dtype), V.astype(dtype), np.full(1, 1.0 / N)
+    return _pairs(Z, W, dtype, xp)
 
 
 def quadrature_particles(nodes: int, d: int, d_out: int, sigma_u: float, sigma_v: float,
