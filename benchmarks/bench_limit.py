@@ -83,8 +83,20 @@ def fma_per_s() -> float:
     return 2000 ** 3 / timed(lambda: a @ a)
 
 
-def fmas(d: int, B: int, E: int, d_out: int = 1) -> int:
-    return (2 * B + E) * d + B * d + (3 * B + E) * d_out
+def fmas(d: int, B: int, E: int, d_out: int = 1, cached: bool = False) -> int:
+    """Multiply-adds per particle and step; with the φ cache the update's B·d
+    pre-activation products are not redone."""
+    return (B + E + (0 if cached else B)) * d + B * d + (3 * B + E) * d_out
+
+
+def roofline(bw, ns, peak, d, B, E, cached=False):
+    """(bandwidth bound, compute floor) in particle-steps/s.  The cache adds 4B float64
+    of traffic per particle (φ, φ′ written by one sweep, read by the next) and removes
+    B φ evaluations."""
+    bound = bw / (16 * (d + 1) + (32 * B if cached else 0))
+    n_phi = B + E + (0 if cached else B)
+    compute = 1.0 / (n_phi * ns * 1e-9 + fmas(d, B, E, cached=cached) / peak)
+    return bound, compute
 
 
 def phi_ns() -> float:
@@ -102,17 +114,22 @@ def run(N, d, B, E, numpy_too):
     block = block_size(d, 1, B, E, N)
     nb = (N + block - 1) // block
     out = np.zeros((nb, n_columns(B, E, 1, False)))
+    no_cache, cache = np.zeros((2, 0, 1)), np.zeros((2, B, N))
 
-    def numba_step():
+    def numba_step(c, cached):
         out[:] = 0.0
         sweep(U, V, w, U, phi_tag("tanh"), Xb, chi, 0.1, 0.1, Xn, Xe, False, block, out,
-              np.zeros((0, d, 1), U.dtype), np.zeros((0, 1, 1), U.dtype), hyperparameters())
+              np.zeros((0, d, 1), U.dtype), np.zeros((0, 1, 1), U.dtype), hyperparameters(),
+              c, cached)
 
-    t_nb = timed(numba_step)
+    t_nb = timed(lambda: numba_step(no_cache, False))
+    numba_step(cache, False)               # fill it (Xn's values stand in for Xb's)
+    t_cache = timed(lambda: numba_step(cache, True))
+    cache = None                           # free it before the NumPy twin runs
     t_np = (timed(lambda: sweep_numpy(U, V, w, U, "tanh", Xb, chi, 0.1, 0.1, Xn, Xe, False,
                                       block), min_reps=3, min_time=1.0)
             if numpy_too else float("nan"))
-    return N / t_nb, N / t_np
+    return N / t_nb, N / t_cache, N / t_np
 
 
 def main():
@@ -130,19 +147,22 @@ def main():
           f"{ns:.2f} ns per evaluation; dgemm: {peak / 1e9:.1f} G multiply-adds/s (2 threads)")
     print(f"{'N':>9} {'d':>3} {'B':>3} {'numba Mp/s':>11} {'numpy Mp/s':>11} {'speed-up':>8} "
           f"{'bw bound':>9} {'of bw':>6} {'phi floor':>10} {'of floor':>8} "
+          f"{'compute':>8} {'of roof':>7} | {'cached Mp/s':>11} {'bw bound':>9} "
           f"{'compute':>8} {'of roof':>7}")
     for N in (int(float(x)) for x in args.Ns.split(",")):
         for d in map(int, args.ds.split(",")):
             for B in map(int, args.Bs.split(",")):
-                nb, npy = run(N, d, B, args.E, N <= args.numpy_max)
-                bound = bw / (16 * (d + 1))
+                nb, nbc, npy = run(N, d, B, args.E, N <= args.numpy_max)
+                bound, compute = roofline(bw, ns, peak, d, B, args.E)
                 floor = 1e9 / ((2 * B + args.E) * ns)
-                compute = 1.0 / ((2 * B + args.E) * ns * 1e-9 + fmas(d, B, args.E) / peak)
                 roof = min(bound, compute)
+                cb, cc = roofline(bw, ns, peak, d, B, args.E, cached=True)
                 print(f"{N:>9} {d:>3} {B:>3} {nb / 1e6:>11.1f} {npy / 1e6:>11.2f} "
                       f"{nb / npy:>8.1f} {bound / 1e6:>9.0f} {nb / bound:>6.1%} "
                       f"{floor / 1e6:>10.0f} {nb / floor:>8.1%} "
-                      f"{compute / 1e6:>8.0f} {nb / roof:>7.1%}", flush=True)
+                      f"{compute / 1e6:>8.0f} {nb / roof:>7.1%} | {nbc / 1e6:>11.1f} "
+                      f"{cb / 1e6:>9.0f} {cc / 1e6:>8.0f} {nbc / min(cb, cc):>7.1%}",
+                      flush=True)
     print(f"bandwidth measured again after the table: {bandwidth(800_000_000) / 1e9:.1f} GB/s "
           "(the machine is shared; compare the two)")
 

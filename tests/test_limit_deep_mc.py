@@ -23,7 +23,7 @@ def test_monte_carlo_matches_exact_deep_linear(case, zdot):
         L = 3 if "L=3" in case else 2
         net, r = tp.MLP(tp.mup(L), 2, 1, phi="id"), tp.Routine(lr=0.5 if L == 2 else 0.25, **D1)
     exact = tp.simulate_limit(net, r, backprop=backprop)
-    mc = tp.simulate_limit(net, r, method="monte_carlo", particles=50_000, replicates=16,
+    mc = tp.simulate_limit(net, r, method="monte_carlo", particles=2 ** 14, replicates=16,
                            seed=11, backprop=backprop, zdot=zdot)
     assert mc.meta["engine"] == "limit/deep_monte_carlo" and mc.se_dof == 15
     assert mc.meta["zdot"] == (zdot if backprop == "exact" else "none (decoupled)")
@@ -38,14 +38,14 @@ def test_tangent_and_stein_estimators_agree_for_tanh(L, B):
     else:
         net = tp.MLP(tp.mup(L), 3, 2, phi="tanh", sigma=[1.3, 0.7, 1.2])
         r = tp.Routine(lr=0.4, **N8)
-    runs = {z: tp.simulate_limit(net, r, particles=50_000, replicates=16,
+    runs = {z: tp.simulate_limit(net, r, particles=2 ** 14, replicates=16,
                                  seed=5 + (z == "tangent"), zdot=z, record=())
             for z in ("stein", "tangent")}
     s, t = runs["stein"], runs["tangent"]
     agree(s, t)
     assert t.meta["zdot"] == "tangent"
     # and the Ż terms matter: without them (decoupled) the answer moves by many SE
-    dec = tp.simulate_limit(net, r, particles=50_000, replicates=16, seed=7, record=(),
+    dec = tp.simulate_limit(net, r, particles=2 ** 14, replicates=16, seed=7, record=(),
                             backprop="decoupled")
     assert differ(dec, t, 10)
 
@@ -62,7 +62,7 @@ def test_tangent_estimator_refuses_a_kinked_nonlinearity():
 def test_stein_relu_limit_matches_wide_networks():
     """With φ″ a point mass, Stein is the estimator: it needs no derivative of φ′."""
     net, r = tp.MLP(tp.mup(3), 3, 2, phi="relu"), tp.Routine(lr=0.4, **N8)
-    lim = tp.simulate_limit(net, r, particles=50_000, replicates=16, seed=2)
+    lim = tp.simulate_limit(net, r, particles=2 ** 14, replicates=16, seed=2)
     fin = np.array([tp.train_finite(net, r, 4096, seed=s, record=()).f_eval for s in range(8)])
     mean, se = fin.mean(axis=0)[1:], fin.std(axis=0, ddof=1)[1:] / np.sqrt(len(fin))
     sl = lim.f_eval_se[1:]
@@ -93,8 +93,8 @@ def test_history_kernels_match_their_numpy_twins():
 
 def test_replicates_in_worker_processes_give_the_same_answer():
     net, r = tp.MLP(tp.mup(2), 2, 1, phi="tanh"), tp.Routine(lr=0.5, **D1)
-    one = tp.simulate_limit(net, r, particles=20_000, replicates=3, seed=4, record=())
-    two = tp.simulate_limit(net, r, particles=20_000, replicates=3, seed=4, record=(), workers=2)
+    one = tp.simulate_limit(net, r, particles=2 ** 14, replicates=3, seed=4, record=())
+    two = tp.simulate_limit(net, r, particles=2 ** 14, replicates=3, seed=4, record=(), workers=2)
     assert two.meta["workers"] == 2 and one.meta["workers"] == 1
     np.testing.assert_allclose(two.f_eval, one.f_eval, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(two.f_eval_se, one.f_eval_se, rtol=1e-6, atol=1e-12)
@@ -109,14 +109,14 @@ def test_float32_storage_agrees_with_float64(phi):
     X, Y = np.tile(D1["X"], (2, 1)), np.tile(D1["Y"], (2, 1))
     r = tp.Routine(X, Y, lr=0.5, eval_inputs=D1["eval_inputs"])
     net = tp.MLP(tp.mup(3), 2, 1, phi=phi)
-    f32 = tp.simulate_limit(net, r, method="monte_carlo", particles=50_000, replicates=16,
+    f32 = tp.simulate_limit(net, r, method="monte_carlo", particles=2 ** 14, replicates=16,
                             seed=2, dtype=np.float32, record=())
     assert f32.meta["dtype"] == "float32"
     if phi == "id":
         ref = tp.simulate_limit(net, r).f_eval
         within_se(f32.f_eval[1:], ref[1:], f32.f_eval_se[1:], f32.se_dof)
     else:
-        agree(f32, tp.simulate_limit(net, r, particles=50_000, replicates=16, seed=1, record=()))
+        agree(f32, tp.simulate_limit(net, r, particles=2 ** 14, replicates=16, seed=1, record=()))
 
 
 @pytest.fixture(scope="module")
@@ -134,8 +134,8 @@ def finite_tanh():
 @pytest.mark.parametrize("L", [2, 3])
 def test_tanh_limit_matches_wide_networks_and_decoupled_does_not(finite_tanh, L):
     net, r, mean, se = finite_tanh[L]
-    true = tp.simulate_limit(net, r, particles=100_000, replicates=16, seed=3)
-    dec = tp.simulate_limit(net, r, particles=100_000, replicates=16, seed=3,
+    true = tp.simulate_limit(net, r, particles=2 ** 15, replicates=16, seed=3)
+    dec = tp.simulate_limit(net, r, particles=2 ** 15, replicates=16, seed=3,
                             backprop="decoupled")
     st, sd = true.f_eval_se[1:], dec.f_eval_se[1:]
     within_se(mean[1:], true.f_eval[1:], np.hypot(se[1:], st),
@@ -147,7 +147,7 @@ def test_tanh_limit_matches_wide_networks_and_decoupled_does_not(finite_tanh, L)
 @pytest.mark.parametrize("L", [2, 3])
 def test_finite_tanh_networks_converge_at_rate_one_half(L):
     net, r = tp.MLP(tp.mup(L), 2, 1, phi="tanh"), tp.Routine(lr=0.5, **D1)
-    limit = tp.simulate_limit(net, r, particles=500_000, replicates=8, record=())
+    limit = tp.simulate_limit(net, r, particles=2 ** 16, replicates=8, record=())
     study = tp.convergence(net, r, [512, 1024, 2048, 4096, 8192], seeds=12, limit=limit)
     assert study.limit_error < 0.2 * study.rms[-1]
     assert -0.6 <= study.exponent <= -0.4, (study.exponent, study.exponent_ci)
@@ -159,7 +159,7 @@ def test_finite_tanh_networks_converge_at_rate_one_half(L):
 ])
 def test_switch_limits_for_deep_networks(param):
     net, r = tp.MLP(param, 2, 1, phi="tanh"), tp.Routine(lr=0.5, **D1)
-    limit = tp.simulate_limit(net, r, particles=300_000, replicates=8, record=())
+    limit = tp.simulate_limit(net, r, particles=2 ** 16, replicates=8, record=())
     study = tp.convergence(net, r, [256, 1024, 4096], seeds=8, limit=limit, executor="serial")
     assert study.rms[-1] < 0.5 * study.rms[0]          # n x16: expected x1/4
     assert -0.75 <= study.exponent <= -0.25, (study.exponent, study.exponent_ci)
@@ -181,6 +181,78 @@ def test_statistics_and_bad_input():
     from tp_limits.engine.backend import numpy_backend
     n = int(0.8 * numpy_backend().available_bytes() / 300)
     with pytest.raises(tp.MemoryBudgetError, match="zdot='tangent'"):
-        tp.simulate_limit(net, r, particles=n, zdot="tangent")
+        tp.simulate_limit(net, r, particles=n, zdot="tangent", replicates=1)
+    with pytest.raises(tp.SpecError, match="replicates >= 2"):
+        tp.simulate_limit(net, r, sampler="qmc", replicates=1)
     with pytest.raises(tp.SpecError, match="zdot"):
         tp.simulate_limit(net, r, zdot="adjoint")
+
+
+def test_qmc_agrees_with_independent_draws_with_a_far_smaller_error_bar():
+    """Deep QMC (the default with replicates): the same limit as independent draws within
+    5 combined SE, at a standard error several times smaller for the same N."""
+    net, r = tp.MLP(tp.mup(2), 2, 1, phi="tanh"), tp.Routine(lr=0.5, **D1)
+    q = tp.simulate_limit(net, r, particles=2 ** 12, replicates=8, seed=5, record=())
+    m = tp.simulate_limit(net, r, particles=2 ** 12, replicates=8, seed=5, record=(),
+                          sampler="mc")
+    assert q.meta["sampler"] == "qmc" and m.meta["sampler"] == "mc" and q.se_dof == 7
+    agree(q, m)
+    assert np.median(q.f_eval_se[1:]) < 0.3 * np.median(m.f_eval_se[1:])
+    one = tp.simulate_limit(net, r, particles=2_000, replicates=1)
+    assert one.meta["sampler"] == "antithetic"
+
+
+def test_sobol_prefix_hands_out_rows_in_order_then_draws():
+    from tp_limits.engine.backend import numpy_backend
+    from tp_limits.limit.sampling import Draws, SobolPrefix
+    b, n = numpy_backend(), 64
+    pts = Draws(b, np.random.default_rng(4)).sobol_normals(5, n)
+    pre = SobolPrefix(Draws(b, np.random.default_rng(4)), 5, n)
+    assert np.array_equal(pre.normal((n, 2)), pts[:2].T)      # particle axis first
+    assert np.array_equal(pre.normal((2, n)), pts[2:4])
+    tail = pre.normal((2, n))                                 # one row left: drawn instead
+    assert tail.shape == (2, n) and not np.isin(tail, pts).any() and not pre.spent
+    assert np.array_equal(pre.normal((1, n)), pts[4:]) and pre.spent
+
+
+def test_ctrl_c_inside_a_fused_forward_undoes_its_stores(monkeypatch):
+    """Ctrl-C after layer 2 stored this step's hats but before layer 3 did: the partial
+    stores are forgotten, and the state the completed steps left is evaluated."""
+    from tp_limits.limit.deep import montecarlo
+    from tp_limits.limit.deep.families import Family
+    store, evaluate = Family.store, montecarlo.DeepRun.evaluate
+    calls, seen = {"store": 0}, []
+
+    def flaky_store(self, *args, **kw):
+        calls["store"] += 1
+        if calls["store"] == 10:       # 4 stores per step (L = 3): step 2's second forward
+            raise KeyboardInterrupt
+        return store(self, *args, **kw)
+
+    def spy(self, t):
+        seen.append((t, sorted({f.k for f in (*self.F.values(), *self.G.values())})))
+        return evaluate(self, t)
+
+    monkeypatch.setattr(Family, "store", flaky_store)
+    monkeypatch.setattr(montecarlo.DeepRun, "evaluate", spy)
+    net, r = tp.MLP(tp.mup(3), 2, 1, phi="tanh"), tp.Routine(lr=0.5, **D1)
+    tr = tp.simulate_limit(net, r, particles=2_000, replicates=1, seed=3)
+    assert tr.meta["interrupted"] and tr.meta["completed_steps"] == 2
+    assert seen[-1] == (2, [2])                   # every family back to B · 2 rows
+    assert np.all(np.isfinite(tr.f_eval[:3]))
+
+
+def test_tangent_columns_are_ordered_by_step():
+    """Each layer's derivative columns: F^m and G^{m+1} hats interleaved step by step, so
+    the hats drawn up to any step are a prefix (tangent.py, active columns)."""
+    from tp_limits.limit.deep.tangent import Tangents
+    B, T, L = 3, 4, 4
+    tan = Tangents(5, L, 2, 1, B * T, (1.0,) * (L + 1), B)
+    j = np.arange(B * T)
+    for m in range(1, L + 1):
+        cols = np.concatenate([tan.col_F(m, j)] * (m >= 2) + [tan.col_G(m, j)] * (m <= L - 1))
+        assert np.array_equal(np.sort(cols), np.arange(tan.D[m]))
+        for t in range(T):              # after step t's forward hats: a prefix
+            drawn = np.concatenate([tan.col_F(m, j[:B * (t + 1)])] * (m >= 2)
+                                   + [tan.col_G(m, j[:B * t])] * (m <= L - 1))
+            assert np.array_equal(np.sort(drawn), np.arange(len(drawn)))

@@ -291,10 +291,32 @@ def test_sampler_choices_are_checked_before_work():
         tp.simulate_limit(net, d1(), sampler="qmc", replicates=1)
     with pytest.raises(tp.SpecError, match="Gauss–Hermite"):
         tp.simulate_limit(net, d1(), method="quadrature", sampler="qmc")
-    with pytest.raises(tp.SpecError, match="hats drawn at every step"):
-        tp.simulate_limit(tp.MLP(tp.mup(2), 2, 1, phi="tanh"), d1(), sampler="qmc")
+    with pytest.raises(tp.SpecError, match="draws none"):       # the exact linear engine
+        tp.simulate_limit(tp.MLP(tp.mup(2), 2, 1, phi="id"), d1(), sampler="qmc")
     with pytest.raises(tp.SpecError, match="sampler"):
         tp.simulate_limit(net, d1(), sampler="sobol")
     one = tp.simulate_limit(net, d1(), particles=3000, replicates=1)
     assert one.meta["sampler"] == "antithetic" and one.meta["particles"] == 3000
     assert tp.simulate_limit(net, d1(), particles=3000, replicates=2).meta["particles"] == 4096
+
+
+@pytest.mark.parametrize("kernel, opt", [("numba", "sgd"), ("numba", "adam"), ("numpy", "sgd")])
+def test_phi_cache_between_sweeps_changes_nothing(kernel, opt, monkeypatch):
+    """From d = CACHE_MIN_D on, each sweep keeps φ, φ′ of the next batch for the next
+    update; a run with it equals the run without it to rounding."""
+    rng = np.random.default_rng(8)
+    d = one_hidden.CACHE_MIN_D
+    X, Y = rng.standard_normal((10, d)) / np.sqrt(d), rng.standard_normal((10, 2))
+    adam = opt == "adam"
+    net = tp.MLP(tp.mup(1, optimizer="adam") if adam else tp.mup(1), d, 2, phi="tanh")
+    r = tp.Routine(X, Y, lr=0.05 if adam else 0.5, batch_size=2, steps=5,
+                   optimizer=tp.Adam(weight_decay=0.1) if adam else tp.SGD(momentum=0.5),
+                   eval_inputs=X[:3])
+    kw = dict(particles=3000, replicates=1, seed=2, kernel=kernel)
+    on = tp.simulate_limit(net, r, **kw)
+    monkeypatch.setattr(one_hidden, "CACHE_MIN_D", d + 1)
+    off = tp.simulate_limit(net, r, **kw)
+    assert on.meta["phi_cache"] and not off.meta["phi_cache"]
+    np.testing.assert_allclose(on.f_eval, off.f_eval, rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(on.stats["dh_rms"], off.stats["dh_rms"], rtol=1e-11, atol=1e-13)
+    assert not np.allclose(on.f_eval[-1], on.f_eval[0])

@@ -35,9 +35,12 @@ def test_fast_tanh_within_4_ulp():
     assert ulp.max() <= 4
 
 
+NO_CACHE = (np.zeros((2, 0, 1)), False)
+
+
 def _plain(d, do):
-    """The optimizer-state arguments of plain SGD: no state rows."""
-    return np.zeros((0, d, 1)), np.zeros((0, do, 1)), hyperparameters()
+    """The optimizer-state and cache arguments of plain SGD without a φ cache."""
+    return np.zeros((0, d, 1)), np.zeros((0, do, 1)), hyperparameters(), *NO_CACHE
 
 
 def _random_state(rng, d, do, N):
@@ -103,7 +106,7 @@ def test_optimizer_state_sweep_matches_numpy_twin(phi, d, B, step_u, k):
         out = np.zeros((nb, n_columns(Bn, E, do, False)))
         u, v, su, sv = states[0]
         sweep(u, v, w, U0, phi_tag(phi), Xb, chi, step_u, 0.2, Xn, Xe, False, block, out,
-              su, sv, hp)
+              su, sv, hp, *NO_CACHE)
         u2, v2, su2, sv2 = states[1]
         ref = sweep_numpy(u2, v2, w, U0, phi, Xb, chi, step_u, 0.2, Xn, Xe, False, block,
                           su2, sv2, hp)
@@ -111,6 +114,48 @@ def test_optimizer_state_sweep_matches_numpy_twin(phi, d, B, step_u, k):
     for a, b in zip(*states):
         assert np.allclose(a, b, rtol=1e-11, atol=1e-13)
     assert not np.allclose(states[0][0], U)          # the particles did move
+
+
+@pytest.mark.parametrize("phi", sorted(PHI_CODES))
+@pytest.mark.parametrize("d, B, k, weighted", [(3, 2, 0, False), (1, 1, 1, True),
+                                               (BLAS_MIN_D, BLAS_MIN_B, 2, False),
+                                               (5, 4, 0, True)])
+def test_phi_cache_gives_the_uncached_sweeps(phi, d, B, k, weighted):
+    """Three steps where each sweep's forward pass keeps φ, φ′ of the next batch and the
+    next update reads them: the kernel with the cache, the kernel without it and the
+    NumPy twin with it move the particles alike and give the same sums."""
+    rng = np.random.default_rng(d * 11 + B + 5 * k)
+    do, N, block, E = 2, 3001, 512, 2
+    U, V, U0 = _random_state(rng, d, do, N)
+    w = rng.uniform(0, 2 / N, N) if weighted else np.full(1, 1 / N)
+    SU, SV = 0.1 * np.abs(rng.standard_normal((k, d, N))), 0.1 * np.abs(rng.standard_normal((k, do, N)))
+    runs = {name: [U.copy(), V.copy(), SU.copy(), SV.copy(), np.full((2, B, N), np.nan)]
+            for name in ("cached", "plain", "twin")}
+    nb = (N + block - 1) // block
+    batches = [rng.standard_normal((B, d)) for _ in range(4)]
+    Xe = rng.standard_normal((E, d))
+    for t in range(4):                  # t = 0: no update, the forward pass fills the cache
+        hp = HEAVY if k == 1 else _adam(max(t, 1)) if k == 2 else hyperparameters()
+        Xb = batches[t - 1] if t else np.zeros((0, d))
+        chi = rng.standard_normal((len(Xb), do))
+        Xn = batches[t]
+        outs = {}
+        for name, (u, v, su, sv, cache) in runs.items():
+            if name == "twin":
+                outs[name] = sweep_numpy(u, v, w, U0, phi, Xb, chi, 0.3, 0.2, Xn, Xe, False,
+                                         block, su, sv, hp, cache=cache, cached=t > 0)
+                continue
+            outs[name] = np.zeros((nb, n_columns(B, E, do, False)))
+            c = (cache, t > 0) if name == "cached" else NO_CACHE
+            sweep(u, v, w, U0, phi_tag(phi), Xb, chi, 0.3, 0.2, Xn, Xe, False, block,
+                  outs[name], su, sv, hp, *c)
+        for name in ("plain", "twin"):
+            assert np.allclose(outs["cached"], outs[name], rtol=1e-11, atol=1e-13)
+    for name in ("plain", "twin"):
+        for a, b in zip(runs["cached"][:4], runs[name][:4]):
+            assert np.allclose(a, b, rtol=1e-11, atol=1e-13)
+    assert np.allclose(runs["cached"][4], runs["twin"][4], rtol=1e-12, atol=1e-13)
+    assert not np.allclose(runs["cached"][0], U)          # the particles did move
 
 
 def test_sweep_independent_of_thread_count():

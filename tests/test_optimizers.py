@@ -238,7 +238,7 @@ def test_deep_adam_partner_bias_is_removed():
 def test_adam_limit_refusals():
     net, r = _adam_problem(2)
     with pytest.raises(tp.SpecError, match="2 × partners <= particles"):
-        tp.simulate_limit(net, r, particles=100, partners=64)
+        tp.simulate_limit(net, r, particles=100, partners=100)   # QMC: N = 128
     with pytest.raises(tp.SpecError, match="Adam training only"):
         tp.simulate_limit(tp.MLP(tp.mup(2), 3, 2), tp.Routine(r.X, r.Y, lr=0.1, batch_size=2),
                           partners=8)

@@ -158,8 +158,8 @@ SCHEMA: dict = {
         "random": Key("str", "backend", "'backend' (the device's generator) or 'host' (a GPU "
                                         "run then reproduces the CPU run of its seed)",
                       choices=SOURCES),
-        "sampler": Key("str", None, "one hidden layer: initial particles 'qmc' (default with "
-                                    "replicates), 'antithetic' or 'mc'", choices=SAMPLERS),
+        "sampler": Key("str", None, "Monte Carlo: Gaussians from 'qmc' (scrambled Sobol' "
+                                    "points; default with replicates), 'antithetic' or 'mc'", choices=SAMPLERS),
     },
     "sweep": {
         "lrs": Key("numbers", None, "learning rates to sweep (tp-limits sweep; at least three)"),

@@ -33,9 +33,13 @@ class Engine:
                             "none (leave kernel unset)")
         if options.sampler not in (None, "antithetic") and not self.has_sampler:
             raise SpecError(
-                f"sampler={options.sampler!r} chooses how the one-hidden-layer Monte Carlo "
-                f"engine draws its particles; {self.name or type(self).__name__} does not "
-                "(a deep limit's error comes mostly from the hats drawn at every step)")
+                f"sampler={options.sampler!r} chooses how the Monte Carlo particle engines "
+                f"draw their Gaussians; {self.name or type(self).__name__} draws none "
+                "(leave sampler unset)")
+        if options.sampler == "qmc" and options.replicates < 2:
+            raise SpecError("sampler='qmc' needs replicates >= 2: its error bar is the "
+                            "spread of independent scramblings (one run's particles are "
+                            "not independent, so their batch means are no error bar)")
         self.backend = options.backend if self.on_backend else "numpy"     # meta["backend"]
         if self.backend != "numpy":
             get_backend(self.backend)       # CuPy and a device present, before any work

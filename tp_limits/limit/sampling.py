@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 SOURCES = ("backend", "host")
-#: how the one-hidden-layer engine draws its initial particles (docs/theory.md §2.2)
+#: how the Monte Carlo engines draw their Gaussians (docs/theory.md §2.2, §4.8)
 SAMPLERS = ("antithetic", "mc", "qmc")
 
 
@@ -49,6 +49,41 @@ class Draws:
     def subset(self, n: int, k: int) -> np.ndarray:
         """k of range(n), sorted: the first k of one host permutation (nested in k)."""
         return np.sort(self.host.permutation(n)[:k])
+
+
+class SobolPrefix:
+    """Draws whose first ``dims`` Gaussian coordinates per particle form one scrambled
+    Sobol' point (randomized quasi-Monte Carlo, docs/theory.md §4.8).
+
+    ``normal(shape)`` with the particle axis (length ``n``) first or last hands out
+    the next rows of a (dims, n) Sobol' normal array, in the order they are asked
+    for; once those are spent (or for any other shape) it draws from the wrapped
+    :class:`Draws`.  A run asks in a fixed order, so particle α's i-th coordinate
+    is always the same quantity of the Tensor Program: the point set is spread
+    over the joint law of everything drawn first.
+    """
+
+    def __init__(self, draws: Draws, dims: int, n: int):
+        self.host, self._draws, self._n = draws.host, draws, n
+        self._rows = draws.sobol_normals(dims, n)
+        self._used = 0
+
+    @property
+    def spent(self) -> bool:
+        return self._used >= len(self._rows)
+
+    def normal(self, shape):
+        shape = tuple(shape)
+        k, n = len(self._rows), self._n
+        if len(shape) == 2 and n in shape and self._used + shape[shape.index(n) - 1] <= k:
+            m = shape[1] if shape[0] == n else shape[0]
+            rows = self._rows[self._used:self._used + m]
+            self._used += m
+            return rows if shape[1] == n else rows.T.copy()
+        return self._draws.normal(shape)
+
+    def subset(self, n: int, k: int) -> np.ndarray:
+        return self._draws.subset(n, k)
 
 
 def antithetic_count(particles: int, paired: bool = True) -> int:

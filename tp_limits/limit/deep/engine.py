@@ -12,11 +12,11 @@ from ...errors import SpecError
 from ..base import FeatureLearningEngine
 from ..replicates import run_replicates
 from ..result import LimitResult
-from ..sampling import antithetic_count
+from ..sampling import sampler_count
 from . import mixed_precision
 from .adam import bytes_per_particle as adam_bytes
 from .adam import run_adam
-from .montecarlo import DeepRun, RunSpec
+from .montecarlo import DeepRun, RunSpec, qmc_dims
 from .zdot import estimator_class
 
 NAME = "limit/deep_monte_carlo"
@@ -53,7 +53,7 @@ class MonteCarloEngine(FeatureLearningEngine):
     """Replicated Monte Carlo runs of the deep feature-learning limit."""
 
     name, method = NAME, "monte_carlo"
-    on_backend = True
+    on_backend = has_sampler = True
 
     def __init__(self, problem, classification, options):
         super().__init__(problem, classification, options)
@@ -65,12 +65,15 @@ class MonteCarloEngine(FeatureLearningEngine):
         if zdot.name == "tangent" and not problem.optimizer.plain:
             raise SpecError(f"zdot='tangent' follows plain SGD only; with {problem.optimizer} "
                             "use zdot='stein' (the default)")
-        self.particles = antithetic_count(options.particles)
+        # QMC over the run's first Gaussians wins by far where replicates give its error
+        # bar (docs/performance.md)
+        self.sampler = options.sampler or ("qmc" if options.replicates > 1 else "antithetic")
+        self.particles = sampler_count(options.particles, self.sampler)
         partners, debias = self._partners(problem, options)
         self.spec = RunSpec(problem, self.const, self.particles,
                             zdot, options.dtype, options.eval_steps(problem.T),
                             options.record_stats, options.divergence_bound, partners, debias,
-                            self.backend, options.random)
+                            self.backend, options.random, self.sampler)
         self.workers = min(options.workers, options.replicates)    # replicates held at once
         what = ("the deep engine's histories"
                 + (" and derivative arrays (zdot='tangent'; 'stein' needs far less)"
@@ -78,7 +81,8 @@ class MonteCarloEngine(FeatureLearningEngine):
                 + (f" in {self.workers} worker processes" if self.workers > 1 else ""))
         require_particles(self.particles, self.bytes_per_particle() * self.workers, what, self.b)
         self.bar_total = problem.T * options.replicates
-        self.info = {"particles": self.particles, "zdot": zdot.name, "workers": self.workers}
+        self.info = {"particles": self.particles, "zdot": zdot.name, "workers": self.workers,
+                     "sampler": self.sampler}
         if partners:
             self.info.update(partners=partners, debias_partners=debias)
 
@@ -108,6 +112,8 @@ class MonteCarloEngine(FeatureLearningEngine):
             per += 8 * 2 * L * E                                    # h_0, x_0 of the eval inputs
         if s.partners:
             per += adam_bytes(L, d, do, s.partners * (2 if s.debias else 1))
+        if s.sampler == "qmc":
+            per += 8 * qmc_dims(s)                                  # the Sobol' coordinates
         return per + s.zdot.bytes_per_particle(L, d, do, B, T, E)
 
     def run(self, on_step) -> LimitResult:

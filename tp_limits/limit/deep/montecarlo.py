@@ -43,7 +43,7 @@ from ...engine.backend import get_backend
 from ...engine.steps import StepLoop, check_size
 from ...spec.optimizer import heavy_ball_step, momentum_schedule
 from ..result import LimitResult
-from ..sampling import Draws
+from ..sampling import Draws, SobolPrefix
 from .families import Family
 from .passes import passes_for
 from .zdot import make_estimator
@@ -67,6 +67,22 @@ class RunSpec:
     debias: bool = False           # Adam: extrapolate from M and 2M partners
     backend: str = "numpy"         # array module of the particles ('numpy' or 'cupy')
     random: str = "backend"        # sampling.Draws: the backend's generator, or the host's
+    sampler: str = "antithetic"    # sampling.SAMPLERS: how the Gaussians of the run are drawn
+
+
+#: most Gaussian coordinates per particle that one Sobol' point spans (theory §4.8): the
+#: points cost 8 bytes per coordinate and particle, and SciPy makes about 25 M per second
+MAX_QMC_DIMS = 256
+
+
+def qmc_dims(spec: RunSpec) -> int:
+    """Coordinates of the Sobol' point of a particle: Z^U, Z^{nV}, then every hat the run
+    draws in order — per hidden matrix and step B forward and B backward training rows,
+    and E evaluation rows at each evaluated step — up to MAX_QMC_DIMS."""
+    p = spec.problem
+    L, d, do = p.net.L, p.net.d_in, p.net.d_out
+    hats = (L - 1) * (2 * p.B * p.T + p.E * len(spec.eval_steps))
+    return min(MAX_QMC_DIMS, d + (do if spec.const.readout_init else 0) + hats)
 
 
 class DeepRun:
@@ -77,14 +93,19 @@ class DeepRun:
         self.spec = spec
         b = self.b = get_backend(spec.backend)
         xp = self.xp = b.xp
-        self.draws = Draws(b, rng, spec.random)
         self.net, self.phi = p.net, p.net.nonlinearity
         L, d, do, N = p.net.L, p.net.d_in, p.net.d_out, spec.N
         self.L, self.N, self.alpha, self.eta = L, N, c.alpha, c.eta
+        self.draws = draws = Draws(b, rng, spec.random)
+        if spec.sampler == "qmc":
+            self.draws = draws = SobolPrefix(draws, qmc_dims(spec), N)
         sig = c.sigma
-        self.ZU = sig[0] * self.draws.normal((N, d))
-        half = self.draws.normal((N // 2, do))
-        self.ZV = (sig[L] if c.readout_init else 0.0) * xp.concatenate([half, -half])
+        self.ZU = sig[0] * draws.normal((N, d))
+        if spec.sampler == "antithetic":         # ± pairs in Z^{nV}: half the readout noise
+            half = draws.normal((N // 2, do))
+            self.ZV = (sig[L] if c.readout_init else 0.0) * xp.concatenate([half, -half])
+        else:
+            self.ZV = sig[L] * draws.normal((N, do)) if c.readout_init else xp.zeros((N, do))
         cap = p.B * p.T
         passes = passes_for(b)
         self.F = {l: Family(N, cap, sig[l - 1] ** 2, spec.dtype, passes)
@@ -93,7 +114,7 @@ class DeepRun:
                   for l in range(2, L + 1)}
         self.times_rows = passes.times_rows
         self.npairs = {l: 0 for l in range(2, L + 1)}       # pairs (s < t) usable by ΔW^l
-        self.zdot = make_estimator(spec.zdot, N, L, d, do, cap, sig, xp)
+        self.zdot = make_estimator(spec.zdot, N, L, d, do, cap, sig, p.B, xp)
         # np.array_split's groups: the first N % GROUPS have one particle more
         q, r = divmod(N, GROUPS)
         self.groups = ((0, r * (q + 1), r, q + 1), (r * (q + 1), N, GROUPS - r, q))

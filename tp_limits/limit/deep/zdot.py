@@ -101,9 +101,9 @@ class TangentZdot(NoZdot):
     fuses_eval = False
     bytes_per_particle = staticmethod(tangent_bytes_per_particle)
 
-    def __init__(self, N, L, d, do, cap, sigma, xp=np):
+    def __init__(self, N, L, d, do, cap, sigma, B, xp=np):
         super().__init__(xp)
-        self.tan = Tangents(N, L, d, do, cap, sigma, xp)
+        self.tan = Tangents(N, L, d, do, cap, sigma, B, xp)
 
     def forward(self, l, x, t_x, other):
         return self.tan.forward_zdot(l, t_x, other.k)
@@ -153,5 +153,5 @@ def estimator_class(zdot: str, decoupled: bool, nonlinearity):
     return SteinZdot
 
 
-def make_estimator(cls, N, L, d, do, cap, sigma, xp=np):
-    return cls(N, L, d, do, cap, sigma, xp) if cls is TangentZdot else cls(xp)
+def make_estimator(cls, N, L, d, do, cap, sigma, B, xp=np):
+    return cls(N, L, d, do, cap, sigma, B, xp) if cls is TangentZdot else cls(xp)

@@ -26,7 +26,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ...engine.memory import require_particles
+from ...engine.memory import require_particles, usable_bytes
 from ...engine.progress import compile_notice
 from ...engine.steps import StepLoop, check_size
 from ...errors import DivergenceError, SpecError
@@ -38,7 +38,7 @@ from .columns import STAT_FIELDS, SweepColumns, n_columns
 from .linear import linear_one_hidden
 from .particles import MAX_NODES, quadrature_particles, random_particles
 from .state import ParticleOptimizer, state_rows
-from .sweep import MIN_BLOCK, block_size, phi_tag, sweep, warm_up
+from .sweep import CACHE_MIN_D, MIN_BLOCK, block_size, phi_tag, sweep, warm_up
 from .sweep_cuda import MAX_D, sweep_cuda
 from .sweep_cuda import fits as fits_cuda
 from .sweep_numpy import sweep_numpy
@@ -106,25 +106,33 @@ class ParticleEngine(FeatureLearningEngine):
             self._check_resolution(dims)
             self.particles = self.nodes ** dims
             require_particles(self.particles, per, "the quadrature nodes")
+            self.cache_phi = self._cache_fits(per)
             self.info = {"kernel": self.kernel, "particles": self.particles,
                          "nodes_per_coordinate": self.nodes}
         else:
             # randomized QMC wins by far where its error bar exists (docs/performance.md)
             self.sampler = options.sampler or ("qmc" if options.replicates > 1
                                                else "antithetic")
-            if self.sampler == "qmc" and options.replicates < 2:
-                raise SpecError("sampler='qmc' needs replicates >= 2: its error bar is the "
-                                "spread of independent scramblings (one run's particles are "
-                                "not independent, so their batch means are no error bar)")
             self.particles = sampler_count(options.particles, self.sampler,
                                            self.const.readout_init)
             at_once = min(options.workers, options.replicates)     # replicates held at once
             require_particles(self.particles, per * at_once, "the particles"
                               + (f" in {at_once} worker processes" if at_once > 1 else ""),
                               self.b)
+            self.cache_phi = self._cache_fits(per, at_once)
             self.bar_total = problem.T * options.replicates
             self.info = {"kernel": self.kernel, "particles": self.particles,
                          "sampler": self.sampler}
+        self.info["phi_cache"] = self.cache_phi
+
+    def _cache_fits(self, per: float, copies: int = 1) -> bool:
+        """Whether the sweeps keep φ, φ′ of the next batch (2B float64 per particle) for
+        the update that follows: on the host kernels, for inputs wide enough that it pays
+        (``CACHE_MIN_D``), and only where it fits beside the particles (it is a saving,
+        never a reason to refuse a run)."""
+        need = copies * self.particles * (per + 16 * self.problem.B)
+        return (self.kernel in ("numba", "numpy") and self.problem.net.d_in >= CACHE_MIN_D
+                and need <= usable_bytes(self.b))
 
     def _kernel(self, asked, d: int) -> str:
         """The sweep: 'numba' on the host, the fused 'cuda' kernel on a GPU (the array twin
@@ -168,24 +176,34 @@ class ParticleEngine(FeatureLearningEngine):
                 "or use method='monte_carlo' (exact in law at any scale)")
 
     def _sweep_function(self):
-        """``f(U, V, w, U0, Xb, chi, step_u, step_v, Xn, Xs, stats, block, nb, SU, SV, hp)``
-        -> the host (nb, K) block sums: the Numba kernel, or the whole-array twin on
-        the run's backend (NumPy, or CuPy on a GPU)."""
+        """``f(U, V, w, U0, Xb, chi, step_u, step_v, Xn, Xs, stats, block, nb, SU, SV, hp,
+        cache, cached)`` -> the host (nb, K) block sums: the Numba kernel, or the
+        whole-array twin on the run's backend (NumPy, or CuPy on a GPU); ``cache`` is
+        the (2, B, N) φ cache or None (sweep.py)."""
         phi, b = self.problem.net.phi, self.b
         if self.kernel == "numba":
             tag = phi_tag(phi)
+            none = np.zeros((2, 0, 1))
 
-            def numba_sweep(U, V, w, U0, Xb, chi, su, sv, Xn, Xs, stats, block, nb, SU, SV, hp):
+            def numba_sweep(U, V, w, U0, Xb, chi, su, sv, Xn, Xs, stats, block, nb, SU, SV, hp,
+                            cache, cached):
                 out = np.zeros((nb, n_columns(len(Xn), len(Xs), V.shape[0], stats)))
-                sweep(U, V, w, U0, tag, Xb, chi, su, sv, Xn, Xs, stats, block, out, SU, SV, hp)
+                sweep(U, V, w, U0, tag, Xb, chi, su, sv, Xn, Xs, stats, block, out, SU, SV, hp,
+                      none if cache is None else cache, cached)
                 return out
             return numba_sweep
 
-        twin = sweep_cuda if self.kernel == "cuda" else sweep_numpy
+        if self.kernel == "cuda":
+            def cuda_sweep(U, V, w, U0, Xb, chi, su, sv, Xn, Xs, stats, block, nb, SU, SV, hp,
+                           cache, cached):
+                return b.to_numpy(sweep_cuda(U, V, w, U0, phi, Xb, chi, su, sv, Xn, Xs, stats,
+                                             block, SU, SV, hp, b))
+            return cuda_sweep
 
-        def array_sweep(U, V, w, U0, Xb, chi, su, sv, Xn, Xs, stats, block, nb, SU, SV, hp):
-            return b.to_numpy(twin(U, V, w, U0, phi, Xb, chi, su, sv, Xn, Xs, stats, block,
-                                   SU, SV, hp, b))
+        def array_sweep(U, V, w, U0, Xb, chi, su, sv, Xn, Xs, stats, block, nb, SU, SV, hp,
+                        cache, cached):
+            return b.to_numpy(sweep_numpy(U, V, w, U0, phi, Xb, chi, su, sv, Xn, Xs, stats,
+                                          block, SU, SV, hp, b, cache, cached))
         return array_sweep
 
     def run(self, on_step) -> LimitResult:
@@ -242,6 +260,8 @@ class ParticleEngine(FeatureLearningEngine):
         alpha = self.const.alpha
         state = ParticleOptimizer(p.optimizer, self.const, d, do, N, U.dtype, xp)
         run_sweep = self._sweep_function()
+        # φ, φ′ of the next batch, kept by each sweep for the next one's update
+        cache = xp.zeros((2, B, N)) if self.cache_phi else None
         res = LimitResult.empty(T, E, B, do, L=1)
 
         def do_sweep(t_after, Xb, chi, Xn):
@@ -251,7 +271,7 @@ class ParticleEngine(FeatureLearningEngine):
             Xs = Xe if evaluate else empty_x
             cols = SweepColumns(len(Xn), len(Xs), do, self.stats and evaluate)
             out = run_sweep(U, V, w, U0, Xb, chi, step_u, step_v, Xn, Xs, cols.stats, block, nb,
-                            state.SU, state.SV, hp)
+                            state.SU, state.SV, hp, cache, cache is not None and t_after > 0)
             tot = out.sum(axis=0)
             check_size(alpha * tot[: (cols.Bn + cols.E) * do], t_after, None, "output f",
                        o.divergence_bound)

@@ -15,7 +15,9 @@ One call = one sweep over particle memory = one SGD step of the limit:
        Z ← (1 − δ) Z − lr m̂ / (√v̂ + ε)   (lr = η e, bias-corrected m̂, v̂);
 2. with the updated particles, accumulate the weighted sums
        Σ_α w_α Z^{nV}_α φ(Z^U_α ξ)   for the next batch and the eval inputs,
-   and, if asked, the coordinate statistics of the eval inputs.
+   and, if asked, the coordinate statistics of the eval inputs.  With a
+   ``cache`` the next batch's φ(Z^U ξ) and φ′(Z^U ξ) stay in memory: they are
+   exactly what step 1 of the next sweep needs (Z^U does not move between).
 
 Particles are stored feature-major (U[d, N], V[d_out, N]) and processed in
 blocks (``block_size``) small enough to stay in L2 while the block is
@@ -141,6 +143,10 @@ def phi_dot(tag, h, v):
 # gemms up to d = 64 (measured); BLAS takes over only for wide inputs.
 BLAS_MIN_D = 128     # from this input dimension on, pre-activations come from BLAS gemm
 BLAS_MIN_B = 4       # ... and the Z^U update too, from this batch size on
+#: from this input dimension on the engine keeps φ, φ′ of the next batch between sweeps:
+#: it saves B (d multiply-adds + one φ) per particle and costs 4B float64 of traffic;
+#: measured (docs/performance.md) a loss at d = 1, even at d = 4, +6-22 % at d = 16
+CACHE_MIN_D = 8
 L2_BUDGET = 768 * 1024   # bytes of per-block scratch meant to stay in a core's L2
 MIN_BLOCK, MAX_BLOCK = 256, 8192
 
@@ -206,19 +212,21 @@ def _adam_into(Z, M, V, Gr, b1, b2, eps, bias1, bias2, lr, shrink):
 
 @njit(fastmath=True, error_model="numpy", cache=True)
 def _update_block(Ub, Vb, tag, Xb, chi, step_u, step_v, D, use_blas, S0u, S0v, S1u, S1v,
-                  mode, hp):
+                  mode, hp, CP, CD):
     """Simultaneous update of one block with the batch (Xb, χ); see the module docstring.
 
     ``mode`` 0: the increments go straight into Ub, Vb; 1: into the heavy-ball
     buffers S0u, S0v; 2: into zeroed gradient scratch, then Adam with moments
-    (S0, S1).
+    (S0, S1).  ``CP``, ``CD``: φ(Z^U ξ_i), φ′(Z^U ξ_i) of the batch, cached by the
+    previous sweep's forward pass (B, m), or empty (0, m) to compute them here.
     """
     d, m = Ub.shape
     do = Vb.shape[0]
     B = Xb.shape[0]
-    H = _preacts(Ub, Xb, use_blas)
+    cached = CP.shape[0] == B
+    H = _preacts(Ub, Xb, use_blas) if not cached else np.empty((0, m))
+    P = CP if cached else np.empty((B, m))
     G = np.empty((B, m))
-    P = np.empty((B, m))
     sv = np.empty(m)
     # innermost loops run over particles j, so they vectorize
     for i in range(B):
@@ -228,9 +236,13 @@ def _update_block(Ub, Vb, tag, Xb, chi, step_u, step_v, D, use_blas, S0u, S0v, S
             for j in range(m):
                 sv[j] += c * Vb[o, j]
         Gi = G[i]
-        phi_arrays(tag, H[i], P[i], D)
+        if cached:
+            Di = CD[i]
+        else:
+            phi_arrays(tag, H[i], P[i], D)
+            Di = D
         for j in range(m):
-            Gi[j] = sv[j] * D[j]
+            Gi[j] = sv[j] * Di[j]
     if mode == 1:                      # both buffers from the old particles, then move
         _decay_into(S0u, hp[0], hp[1], Ub)
         _decay_into(S0v, hp[0], hp[2], Vb)
@@ -367,6 +379,33 @@ def _forward_sums(Ub, X, Vb, wb, uniform, tag, use_blas, ph, acc, col):
 
 
 @njit(fastmath=True, error_model="numpy", cache=True)
+def _forward_sums_keep(Ub, X, Vb, wb, uniform, tag, use_blas, ph, cache, a0, acc, col):
+    """_forward_sums that also keeps φ(Ub·X[i]) and φ′ in the cache's columns a0.. of
+    row i: the next sweep's update reads them instead of recomputing."""
+    do, m = Vb.shape[0], Ub.shape[1]
+    H = _preacts(Ub, X, True) if use_blas else np.empty((0, m))
+    for i in range(X.shape[0]):
+        Pi = cache[0, i, a0:a0 + m]
+        if use_blas:
+            h = H[i]
+        else:
+            _preact_row(Ub, X[i], ph)
+            h = ph
+        phi_arrays(tag, h, Pi, cache[1, i, a0:a0 + m])
+        for o in range(do):
+            s = 0.0
+            Vo = Vb[o]
+            if uniform:
+                for j in range(Pi.shape[0]):
+                    s += Vo[j] * Pi[j]
+                s *= wb[0]
+            else:
+                for j in range(Pi.shape[0]):
+                    s += wb[j] * Vo[j] * Pi[j]
+            acc[col + i * do + o] += s
+
+
+@njit(fastmath=True, error_model="numpy", cache=True)
 def _stats_block(H, H0, wb, uniform, tag, D, acc, col):
     """Weighted sums of h², (h-h_0)², x², (x-x_0)² per eval input and of x_e x_f."""
     E, m = H.shape
@@ -417,11 +456,18 @@ def _store_block(Ab, A, a0):
 
 
 @njit(parallel=True, fastmath=True, error_model="numpy", cache=True)
-def sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out, SU, SV, hp):
+def sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out, SU, SV, hp,
+          cache, cached):
     """One fused step; see the module docstring.  ``out`` must be zeroed, shape (nblocks, K).
 
     SU (k, d, N), SV (k, d_out, N): the optimizer's per-particle state (k = 0 plain
     SGD, 1 heavy ball, 2 Adam), updated in place; ``hp``: hyperparameters (HP).
+
+    ``cache`` (2, B', N) float64, B' = 0 for none: the forward pass of the next
+    batch leaves φ(Z^U ξ) and φ′(Z^U ξ) of its rows there, and with ``cached`` the
+    update reads those of its batch (left by the previous sweep, computed with the
+    Z^U it now updates) instead of recomputing them: B φ evaluations and B·d
+    multiply-adds per particle fewer, 4B floats of memory traffic more.
 
     Each block is first copied into C-ordered float64 scratch: a column
     slice ``U[:, a0:a1]`` is a non-contiguous view whose rows Numba can only
@@ -435,6 +481,7 @@ def sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out, 
     uniform = w.shape[0] == 1
     use_blas = d >= BLAS_MIN_D
     mode = SU.shape[0]
+    keep = cache.shape[1] >= Bn > 0
     for bi in prange(nb):
         a0 = bi * block
         m = min(N, a0 + block) - a0
@@ -449,8 +496,12 @@ def sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out, 
             S0v = _load_block(SV[0], a0, m) if mode > 0 else Vb
             S1u = _load_block(SU[1], a0, m) if mode > 1 else Ub
             S1v = _load_block(SV[1], a0, m) if mode > 1 else Vb
+            B = Xb.shape[0]
+            # C-ordered copies: the update's loops vectorize only over contiguous rows
+            CP = _load_block(cache[0, :B], a0, m) if cached else np.empty((0, m))
+            CD = _load_block(cache[1, :B], a0, m) if cached else CP
             _update_block(Ub, Vb, tag, Xb, chi, step_u, step_v, D, use_blas, S0u, S0v, S1u,
-                          S1v, mode, hp)
+                          S1v, mode, hp, CP, CD)
             _store_block(Ub, U, a0)
             _store_block(Vb, V, a0)
             if mode > 0:
@@ -459,7 +510,10 @@ def sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out, 
             if mode > 1:
                 _store_block(S1u, SU[1], a0)
                 _store_block(S1v, SV[1], a0)
-        _forward_sums(Ub, Xn, Vb, wb, uniform, tag, use_blas, ph, acc, 0)
+        if keep:
+            _forward_sums_keep(Ub, Xn, Vb, wb, uniform, tag, use_blas, ph, cache, a0, acc, 0)
+        else:
+            _forward_sums(Ub, Xn, Vb, wb, uniform, tag, use_blas, ph, acc, 0)
         if stats and E > 0:             # the eval pre-activations serve both sums
             He = _preacts(Ub, Xe, use_blas)
             _sums_of_rows(He, Vb, wb, uniform, tag, ph, acc, Bn * do)
@@ -476,4 +530,4 @@ def warm_up(tag, dtype) -> None:
     f64 = np.zeros((1, 1))
     sweep(one, one.copy(), np.ones(1), one.copy(), tag, f64, f64, 0.0, 0.0, f64, f64, False,
           1, np.zeros((1, 2)), np.zeros((0, 1, 1), dtype), np.zeros((0, 1, 1), dtype),
-          hyperparameters())
+          hyperparameters(), np.zeros((2, 0, 1)), False)

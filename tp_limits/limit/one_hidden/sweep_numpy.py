@@ -27,22 +27,27 @@ def _block_sums(values, block: int, xp):
 
 
 def sweep_numpy(U, V, w, U0, phi: str, Xb, chi, step_u, step_v, Xn, Xe, stats: bool,
-                block: int, SU=None, SV=None, hp=None, b=_NP):
+                block: int, SU=None, SV=None, hp=None, b=_NP, cache=None, cached=False):
     """Update U, V in place with the batch (Xb, chi), then return the block sums.
 
     ``SU``, ``SV``, ``hp`` as in sweep.py: heavy-ball buffers (k = 1) or Adam moments
     (k = 2), updated in place; None (or k = 0) is plain SGD.  ``b``: the backend of
-    the arrays (``hp`` and ``w`` stay host arrays).
+    the arrays (``hp`` and ``w`` stay host arrays).  ``cache`` (2, B', N) and
+    ``cached`` as in sweep.py: φ, φ′ of the next batch are kept there, and with
+    ``cached`` the update reads those of its own batch.
     """
     nl, xp = get_nonlinearity(phi), b.xp
     d, N = U.shape
     nb = (N + block - 1) // block
     mode = 0 if SU is None else SU.shape[0]
     if len(Xb):
-        H = Xb @ U                                   # (B, N)
         S = chi @ V                                  # (B, N): χ_iᵀ Z^{nV}
-        G = S * nl.dphi(H, b)
-        P = nl.phi(H, b)
+        if cached:
+            P, Dv = cache[0][:len(Xb)], cache[1][:len(Xb)]
+        else:
+            H = Xb @ U                               # (B, N)
+            P, Dv = nl.phi(H, b), nl.dphi(H, b)
+        G = S * Dv
         if mode == 0:
             if step_u != 0.0:
                 U -= step_u * (Xb.T @ G)
@@ -69,9 +74,14 @@ def sweep_numpy(U, V, w, U0, phi: str, Xb, chi, step_u, step_v, Xn, Xe, stats: b
                 Z -= lr * psi
     ww = xp.asarray(w) if len(w) == N else xp.full(N, float(w[0]))
     cols = []
+    keep = cache is not None and cache.shape[1] >= len(Xn) > 0
     for X in (Xn, Xe):
         if len(X):
-            Ph = nl.phi(X @ U, b) * ww               # (n, N)
+            H = X @ U
+            Ph = nl.phi(H, b)                        # (n, N)
+            if keep and X is Xn:
+                cache[0][:len(X)], cache[1][:len(X)] = Ph, nl.dphi(H, b)
+            Ph = Ph * ww
             cols.append((Ph[:, None, :] * V[None, :, :]).reshape(-1, N))
     if stats and len(Xe):
         H, H0 = Xe @ U, Xe @ U0
