@@ -1,4 +1,11 @@
-"""The Numba kernels against NumPy: vectorizable tanh, and the fused sweep vs its twin."""
+"""The Numba kernels against NumPy: vectorizable tanh, every φ of the kernel, and the fused
+sweep vs its twin.
+
+The whole sweep is compiled once per φ (20-40 s each on a cold cache), so the sweep
+tests take one φ of each kind the kernel treats differently — id and relu (piecewise
+linear: φ fused with the readout sum), tanh (the branch-free vector tanh), gelu (scalar
+libm calls) — and every φ's formulas are checked on their own against the NumPy
+nonlinearities, through the same ``phi_arrays`` the sweep calls."""
 import numba
 import numpy as np
 import pytest
@@ -11,6 +18,7 @@ from tp_limits.limit.one_hidden.sweep import (
     BLAS_MIN_B,
     BLAS_MIN_D,
     PHI_CODES,
+    phi_arrays,
     phi_tag,
     sweep,
 )
@@ -38,6 +46,26 @@ def test_fast_tanh_within_4_ulp():
 NO_CACHE = (np.zeros((2, 0, 1)), False)
 
 
+SWEEP_PHIS = ("gelu", "id", "relu", "tanh")
+
+
+@njit(fastmath=True, error_model="numpy")
+def _phi_loop(tag, h, P, D):
+    phi_arrays(tag, h, P, D)
+
+
+@pytest.mark.parametrize("phi", sorted(PHI_CODES))
+def test_every_phi_of_the_kernel_matches_numpy(phi):
+    from tp_limits.engine.backend import numpy_backend
+    from tp_limits.nonlinearities import get_nonlinearity
+    h = np.concatenate([np.linspace(-12, 12, 4001), [0.0, -0.0, 1e-300, 40.0, -40.0]])
+    P, D = np.empty_like(h), np.empty_like(h)
+    _phi_loop(phi_tag(phi), h, P, D)
+    nl, b = get_nonlinearity(phi), numpy_backend()
+    assert np.allclose(P, nl.phi(h, b), rtol=1e-13, atol=1e-15)
+    assert np.allclose(D, nl.dphi(h, b), rtol=1e-13, atol=1e-15)
+
+
 def _plain(d, do):
     """The optimizer-state and cache arguments of plain SGD without a φ cache."""
     return np.zeros((0, d, 1)), np.zeros((0, do, 1)), hyperparameters(), *NO_CACHE
@@ -48,7 +76,7 @@ def _random_state(rng, d, do, N):
     return U, rng.standard_normal((do, N)), U + 0.1 * rng.standard_normal((d, N))
 
 
-@pytest.mark.parametrize("phi", sorted(PHI_CODES))
+@pytest.mark.parametrize("phi", SWEEP_PHIS)
 @pytest.mark.parametrize("d, B, Bn, E, stats, weighted", [
     (3, 2, 2, 3, True, False), (1, 0, 1, 2, False, True), (3, 3, 0, 1, True, True),
     (2, 1, 1, 0, False, False), (6, 2, 1, 2, True, False), (5, 1, 2, 1, False, True),
@@ -116,7 +144,7 @@ def test_optimizer_state_sweep_matches_numpy_twin(phi, d, B, step_u, k):
     assert not np.allclose(states[0][0], U)          # the particles did move
 
 
-@pytest.mark.parametrize("phi", sorted(PHI_CODES))
+@pytest.mark.parametrize("phi", SWEEP_PHIS)
 @pytest.mark.parametrize("d, B, k, weighted", [(3, 2, 0, False), (1, 1, 1, True),
                                                (BLAS_MIN_D, BLAS_MIN_B, 2, False),
                                                (5, 4, 0, True)])

@@ -87,7 +87,7 @@ def test_exact_linear_limits_match_monte_carlo(L):
     r = tp.Routine(lr=0.4, optimizer=OPT, **N8_LONG)
     exact = tp.simulate_limit(net, r)
     assert exact.meta["method"] == "exact"
-    mc = tp.simulate_limit(net, r, method="monte_carlo", particles=20_000, replicates=8, seed=1)
+    mc = tp.simulate_limit(net, r, method="monte_carlo", particles=2 ** 14, replicates=8, seed=1)
     bound = 5 * mc.f_eval_se[1:]
     assert np.all(np.abs(mc.f_eval[1:] - exact.f_eval[1:]) <= bound)
     plain = tp.simulate_limit(net, tp.Routine(lr=0.4, **N8_LONG))
@@ -113,11 +113,11 @@ def test_tanh_limits_match_finite_networks_at_width_8192(L):
     limit against 6 finite nets, within 3 combined standard errors."""
     net = tp.MLP(tp.mup(L), 3, 2, phi="tanh")
     r = tp.Routine(lr=0.6, optimizer=OPT, **N8_LONG)
-    lim = tp.simulate_limit(net, r, particles=50_000, replicates=8, progress=False)
+    lim = tp.simulate_limit(net, r, particles=2 ** 15, replicates=8, progress=False)
     mean, se = _finite_mean(net, r, 8192, 6)
     combined = np.hypot(se[-1], lim.f_eval_se[-1])
     assert np.all(np.abs(mean[-1] - lim.f_eval[-1]) <= 3 * combined), (mean[-1], lim.f_eval[-1])
-    plain = tp.simulate_limit(net, tp.Routine(lr=0.6, **N8_LONG), particles=50_000,
+    plain = tp.simulate_limit(net, tp.Routine(lr=0.6, **N8_LONG), particles=2 ** 15,
                               replicates=8, progress=False)
     assert np.abs(plain.f_eval[-1] - lim.f_eval[-1]).max() > 10 * combined.max()
 
@@ -194,7 +194,7 @@ def _adam_problem(L):
 
 @pytest.mark.parametrize("L, widths, limit_kw", [
     (1, [256, 1024, 4096, 8192], dict(particles=200_000)),
-    (2, [256, 512, 1024, 2048], dict(particles=10_000, partners=128))])
+    (2, [256, 512, 1024, 2048], dict(particles=2 ** 13, partners=128))])
 def test_adam_finite_networks_converge_to_the_adam_limit(L, widths, limit_kw):
     """Finite μP-Adam nets (8 seeds per width) against the Adam limit: the per-network
     error falls with a fitted exponent in [−0.7, −0.3], and the widest nets' seed mean
@@ -208,7 +208,7 @@ def test_adam_finite_networks_converge_to_the_adam_limit(L, widths, limit_kw):
     assert np.all(np.abs(F.mean(axis=0) - lim.f_eval[-1]) <= 3 * se)
     sgd = tp.MLP(tp.mup(L), 3, 2, phi="tanh")
     plain = tp.simulate_limit(sgd, tp.Routine(r.X, r.Y, lr=0.05, batch_size=2,
-                                              eval_inputs=r.eval_inputs), particles=20_000)
+                                              eval_inputs=r.eval_inputs), particles=2 ** 14)
     assert np.abs(plain.f_eval[-1] - lim.f_eval[-1]).max() > 10 * se.max()
 
 
