@@ -159,7 +159,8 @@ SCHEMA: dict = {
                                         "run then reproduces the CPU run of its seed)",
                       choices=SOURCES),
         "sampler": Key("str", None, "Monte Carlo: Gaussians from 'qmc' (scrambled Sobol' "
-                                    "points; default with replicates), 'antithetic' or 'mc'", choices=SAMPLERS),
+                                    "points; default with replicates), 'antithetic' or 'mc'",
+                       choices=SAMPLERS),
     },
     "sweep": {
         "lrs": Key("numbers", None, "learning rates to sweep (tp-limits sweep; at least three)"),

@@ -74,12 +74,12 @@ class SobolPrefix:
 
     def normal(self, shape):
         shape = tuple(shape)
-        k, n = len(self._rows), self._n
-        if len(shape) == 2 and n in shape and self._used + shape[shape.index(n) - 1] <= k:
-            m = shape[1] if shape[0] == n else shape[0]
-            rows = self._rows[self._used:self._used + m]
-            self._used += m
-            return rows if shape[1] == n else rows.T.copy()
+        if len(shape) == 2 and self._n in shape:
+            m = shape[0] if shape[1] == self._n else shape[1]       # rows asked for
+            if self._used + m <= len(self._rows):
+                rows = self._rows[self._used:self._used + m]
+                self._used += m
+                return rows if shape[1] == self._n else rows.T.copy()
         return self._draws.normal(shape)
 
     def subset(self, n: int, k: int) -> np.ndarray:
@@ -89,6 +89,12 @@ class SobolPrefix:
 def antithetic_count(particles: int, paired: bool = True) -> int:
     """The particle count actually used: ``particles`` rounded up to even when paired."""
     return particles + particles % 2 if paired else particles
+
+
+def choose_sampler(asked: str | None, replicates: int) -> str:
+    """The sampler a Monte Carlo run uses: the one asked for, else 'qmc' when replicates
+    give its error bar (it wins by far there, docs/performance.md), else 'antithetic'."""
+    return asked or ("qmc" if replicates > 1 else "antithetic")
 
 
 def sampler_count(particles: int, sampler: str, paired: bool = True) -> int:

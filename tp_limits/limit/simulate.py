@@ -113,15 +113,16 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
         ``seed``: the same law on either backend) or 'host' (every draw from the
         host generator, copied over: a CuPy run then sees the random inputs of
         the NumPy run of the same seed and agrees with it to rounding).
-    sampler : Monte Carlo engines: how the Gaussians are drawn —
-        'qmc' (scrambled Sobol' points mapped to Gaussians, N rounded up to a power
-        of two; randomized quasi-Monte Carlo, whose error falls like N^{-0.9}
-        instead of N^{-1/2}; the default when replicates >= 2, whose spread over
-        independent scramblings is the error bar; one hidden layer: the initial
-        particles, docs/theory.md §2.2; deep: Z^U, Z^{nV} and the hats of the
-        first steps, up to 256 coordinates per particle, §4.8), 'antithetic' (± pairs
-        of Z^{nV}; the default for a single replicate) or 'mc' (independent
-        draws).  ``meta["sampler"]`` records it.
+    sampler : Monte Carlo engines: how the Gaussians are drawn — 'qmc' (scrambled
+        Sobol' points mapped to Gaussians, N rounded up to a power of two;
+        randomized quasi-Monte Carlo, whose error fell like N^{-0.91} (one hidden
+        layer) and N^{-0.68} (the demo's deep run) instead of N^{-1/2}; the default
+        when replicates >= 2, whose spread over independent scramblings is the
+        error bar; one hidden layer: the initial particles, docs/theory.md §2.2;
+        deep: Z^U, Z^{nV} and the hats of the first steps, up to 256 coordinates
+        per particle, §4.8), 'antithetic' (± pairs of Z^{nV}; the default for a
+        single replicate) or 'mc' (independent draws).  ``meta["sampler"]``
+        records it.
     dtype : storage precision of the particles (one hidden layer) or of the
         hat histories (deep Monte Carlo): float64, or float32 to halve memory
         and memory traffic; expectations are accumulated in float64.

@@ -12,7 +12,7 @@ from ...errors import SpecError
 from ..base import FeatureLearningEngine
 from ..replicates import run_replicates
 from ..result import LimitResult
-from ..sampling import sampler_count
+from ..sampling import choose_sampler, sampler_count
 from . import mixed_precision
 from .adam import bytes_per_particle as adam_bytes
 from .adam import run_adam
@@ -65,9 +65,7 @@ class MonteCarloEngine(FeatureLearningEngine):
         if zdot.name == "tangent" and not problem.optimizer.plain:
             raise SpecError(f"zdot='tangent' follows plain SGD only; with {problem.optimizer} "
                             "use zdot='stein' (the default)")
-        # QMC over the run's first Gaussians wins by far where replicates give its error
-        # bar (docs/performance.md)
-        self.sampler = options.sampler or ("qmc" if options.replicates > 1 else "antithetic")
+        self.sampler = choose_sampler(options.sampler, options.replicates)
         self.particles = sampler_count(options.particles, self.sampler)
         partners, debias = self._partners(problem, options)
         self.spec = RunSpec(problem, self.const, self.particles,

@@ -61,7 +61,7 @@ class Tangents:
 
     def __init__(self, N: int, L: int, d: int, do: int, cap: int, sig: tuple, B: int, xp=np):
         self.xp = xp
-        self.L, self.cap, self.B = L, cap, B
+        self.B = B
         self.D = {m: cap * ((m >= 2) + (m <= L - 1)) for m in range(1, L + 1)}
         self.both = {m: 2 <= m <= L - 1 for m in range(1, L + 1)}
         self.s2 = {l: sig[l - 1] ** 2 for l in range(2, L + 1)}

@@ -33,7 +33,7 @@ from ...errors import DivergenceError, SpecError
 from ..base import FeatureLearningEngine
 from ..replicates import run_replicates
 from ..result import LimitResult
-from ..sampling import Draws, sampler_count
+from ..sampling import Draws, choose_sampler, sampler_count
 from .columns import STAT_FIELDS, SweepColumns, n_columns
 from .linear import linear_one_hidden
 from .particles import MAX_NODES, quadrature_particles, random_particles
@@ -110,9 +110,7 @@ class ParticleEngine(FeatureLearningEngine):
             self.info = {"kernel": self.kernel, "particles": self.particles,
                          "nodes_per_coordinate": self.nodes}
         else:
-            # randomized QMC wins by far where its error bar exists (docs/performance.md)
-            self.sampler = options.sampler or ("qmc" if options.replicates > 1
-                                               else "antithetic")
+            self.sampler = choose_sampler(options.sampler, options.replicates)
             self.particles = sampler_count(options.particles, self.sampler,
                                            self.const.readout_init)
             at_once = min(options.workers, options.replicates)     # replicates held at once
