@@ -56,7 +56,7 @@ def test_array_passes_match_host_passes(dtype):
     assert np.allclose(arr.rows_times(R, V), host.rows_times(R, V), rtol=1e-12, atol=1e-10)
     assert np.allclose(arr.times_rows(C, R), host.times_rows(C, R), rtol=1e-12, atol=1e-12)
     Za, Zh = Z0.copy(), Z0.copy()
-    ca, ch = arr.mean_and_cross(C, R, Za, True), host.mean_and_cross(C, R, Zh, True)
+    ca, ch = arr.mean_and_cross(C, R, Za, 3), host.mean_and_cross(C, R, Zh, 3)
     tol = 1e-12 if dtype == np.float64 else 2e-7        # float32 rounding of the new hats
     assert np.allclose(Za, Zh, rtol=tol, atol=tol) and not np.allclose(Za, Z0)
     assert np.allclose(ca, ch, rtol=tol, atol=tol * N)

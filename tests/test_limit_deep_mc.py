@@ -69,26 +69,31 @@ def test_stein_relu_limit_matches_wide_networks():
     within_se(mean, lim.f_eval[1:], np.hypot(se, sl), welch_dof(se, 7, sl, lim.se_dof))
 
 
-def test_history_kernels_match_their_numpy_twins():
-    """The float32-read, float64-sum passes of limit/_history.py against plain NumPy."""
-    from tp_limits.limit.deep import mixed_precision as h
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_history_kernels_match_their_numpy_twins(dtype):
+    """The tiled passes of history_kernels.py (float32 or float64 rows, float64 sums)
+    against plain NumPy, on sizes that leave every tile edge and block edge partial."""
+    from tp_limits.limit.deep import history_kernels as h
     rng = np.random.default_rng(0)
-    k, m, N = 37, 3, 3001                    # odd sizes: partial blocks and chunks
-    R = rng.standard_normal((k, N)).astype(np.float32)
+    k, m, N = 39, 7, 3001           # 39 = 4·9 + 3 = 8·4 + 7 rows, 7 = 4 + 3 columns
+    R = rng.standard_normal((k, N)).astype(dtype)
     R64 = R.astype(np.float64)
     V, C = rng.standard_normal((m, N)), rng.standard_normal((k, m))
     np.testing.assert_allclose(h.rows_dot(R, V), R64 @ V.T, rtol=1e-12, atol=1e-10)
     np.testing.assert_allclose(h.combine_rows(C, R), C.T @ R64, rtol=1e-12, atol=1e-12)
-    Z = V.copy()
-    cross = h.mean_and_cross(C, R, Z, True)
-    expect = (V + C.T @ R64).astype(np.float32).astype(np.float64)
-    # rounding to float32 after a differently ordered float64 sum: at most one float32 ulp
-    np.testing.assert_allclose(Z, expect, rtol=2 ** -23, atol=1e-12)
-    np.testing.assert_allclose(cross, R64 @ Z.T, rtol=1e-12, atol=1e-9)
+    for rows in (m, 5, 1):            # cross products of the rows that will be stored only
+        Z = V.copy()
+        cross = h.mean_and_cross(C, R, Z, rows)
+        expect = (V + C.T @ R64).astype(dtype).astype(np.float64)
+        # rounding to float32 after a differently ordered float64 sum: at most one ulp
+        np.testing.assert_allclose(Z, expect, rtol=2 ** -23 if dtype == np.float32 else 1e-13,
+                                   atol=1e-12)
+        assert cross.shape == (k, rows)
+        np.testing.assert_allclose(cross, R64 @ Z[:rows].T, rtol=1e-12, atol=1e-9)
     Z2 = V.copy()
-    assert h.mean_and_cross(C, R, Z2, False) is None and np.array_equal(Z2, Z)
-    # float32 sums would be visibly worse: the twin check is not vacuous
-    assert np.abs((R @ V.astype(np.float32).T) - R64 @ V.T).max() > 1e-6
+    assert h.mean_and_cross(C, R, Z2, 0) is None and np.array_equal(Z2, Z)
+    if dtype == np.float32:          # float32 sums would be visibly worse: not vacuous
+        assert np.abs((R @ V.astype(np.float32).T) - R64 @ V.T).max() > 1e-6
 
 
 def test_replicates_in_worker_processes_give_the_same_answer():
@@ -213,6 +218,70 @@ def test_sobol_prefix_hands_out_rows_in_order_then_draws():
     tail = pre.normal((2, n))                                 # one row left: drawn instead
     assert tail.shape == (2, n) and not np.isin(tail, pts).any() and not pre.spent
     assert np.array_equal(pre.normal((1, n)), pts[4:]) and pre.spent
+
+
+def test_compiled_host_normals_are_numpys():
+    """Draws' compiled normals are the host Generator's own numbers, interleaved with
+    other draws from it, so fixed-seed runs keep their values."""
+    from tp_limits.limit.sampling import HostNormals
+    a, b = np.random.default_rng(11), np.random.default_rng(11)
+    fast = HostNormals(a)
+    for shape in [(3, 5), (7,), (2, 1000), (0, 4), ()]:
+        assert np.array_equal(fast.standard_normal(shape), b.standard_normal(shape))
+        assert np.array_equal(a.integers(9, size=3), b.integers(9, size=3))
+
+
+def test_gram_factor_extended_by_blocks_solves_like_a_direct_solve():
+    """The block-extended Cholesky factor against numpy.linalg.solve of C + Λ, with the
+    ridges it documents: a zero block (its coefficients stay 0), a repeated vector (a
+    singular C that the ridge regularizes) and a truncation that is then regrown."""
+    from tp_limits.limit.deep.gram import RCOND, GramFactor
+    rng = np.random.default_rng(1)
+    X = np.concatenate([np.zeros((2, 50)), rng.standard_normal((9, 50))])
+    X[6] = X[4]                                       # a repeated vector: C is singular
+    C = X @ X.T / 50
+    g, ridges = GramFactor(len(X)), np.zeros(len(X))
+    blocks = [(0, 2), (2, 5), (5, 8), (8, 11)]
+
+    def same(got, A, x):
+        """Both are backward-stable solves: equal up to eps x cond(A) (cond ~1e10 here)."""
+        want = np.linalg.solve(A, x)
+        bound = 10 * np.finfo(float).eps * np.linalg.cond(A) * np.abs(want).max()
+        assert np.abs(got - want).max() <= bound
+        np.testing.assert_allclose(A @ got, x, atol=1e-8)       # and C C⁺ κ = κ
+
+    for k0, k in blocks:
+        g.extend(C, k)
+        scale = np.trace(C[:k, :k]) / k
+        ridges[k0:k] = RCOND * scale if scale > 0 else 1.0
+        x = X[:k] @ rng.standard_normal((50, 3)) / 50  # a κ: in the range of C (0 on zeros)
+        same(g.solve(x), C[:k, :k] + np.diag(ridges[:k]), x)
+        assert np.all(g.solve(x)[:2] == 0)
+    g.truncate(5)
+    assert g.k == 5
+    g.extend(C, 11)                                    # regrown in one block
+    ridges[5:] = RCOND * np.trace(C) / 11
+    x = X @ rng.standard_normal((50, 2)) / 50
+    same(g.solve(x), C + np.diag(ridges), x)
+
+
+def test_reused_heap_serves_large_temporaries_from_the_heap_then_restores():
+    """Inside the context a 16 MiB array comes from the heap (below the program break),
+    after it from a mapping of its own again (glibc only)."""
+    import ctypes
+
+    from tp_limits.engine import heap
+    libc = heap._glibc()
+    if libc is None:
+        pytest.skip("not glibc")
+    libc.sbrk.restype = ctypes.c_void_p
+
+    def on_heap():
+        a = np.empty(1 << 21)
+        return a.ctypes.data < libc.sbrk(0)
+    with heap.reused_heap():
+        inside = on_heap()
+    assert inside and not on_heap()
 
 
 def test_ctrl_c_inside_a_fused_forward_undoes_its_stores(monkeypatch):

@@ -1,5 +1,6 @@
 """The deep (L >= 2) feature-learning limit: hat families (``families.py``, with the
-mixed-precision passes of ``mixed_precision.py``), the Ż estimators
+passes over their histories in ``passes.py`` and ``history_kernels.py`` and their
+Gram factors in ``gram.py``), the Ż estimators
 (``zdot.py``, the tangent one built on ``tangent.py``), one Monte Carlo run
 (``montecarlo.py``; under Adam with partner particles, ``adam.py``), the
 replicated engine around them (``engine.py``) and the exact engine for linear

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from ...engine.heap import reused_heap
 from ...engine.memory import require_particles
 from ...engine.progress import compile_notice
 from ...errors import SpecError
@@ -13,7 +14,7 @@ from ..base import FeatureLearningEngine
 from ..replicates import run_replicates
 from ..result import LimitResult
 from ..sampling import choose_sampler, sampler_count
-from . import mixed_precision
+from . import history_kernels
 from .adam import bytes_per_particle as adam_bytes
 from .adam import run_adam
 from .montecarlo import DeepRun, RunSpec, qmc_dims
@@ -31,16 +32,18 @@ def _run(spec: RunSpec, rng, on_step) -> LimitResult:
 def run_once(spec: RunSpec, rng, on_step=lambda t: None) -> LimitResult:
     """One Monte Carlo run.
 
-    With float32 histories the passes over them are Numba kernels
-    (mixed_precision.py) between small BLAS products; the two thread pools
+    On the host the passes over the histories are Numba kernels
+    (history_kernels.py) between small BLAS products; the two thread pools
     would spin against each other, so BLAS is pinned to one thread for the
-    run (measured: 2x faster than leaving both pools at two threads).
+    run (measured: 2x faster than leaving both pools at two threads).  The
+    run's large temporaries come from a reused heap (engine/heap.py), not
+    from fresh mappings that fault in page by page.
     """
-    if np.dtype(spec.dtype) == np.float64 or spec.backend != "numpy":
+    if spec.backend != "numpy":
         return _run(spec, rng, on_step)
-    with compile_notice("the float32 history kernels"):
-        mixed_precision.warm_up()
-    with threadpool_limits(limits=1, user_api="blas"):
+    with compile_notice("the history kernels"):
+        history_kernels.warm_up()
+    with threadpool_limits(limits=1, user_api="blas"), reused_heap():
         return _run(spec, rng, on_step)
 
 

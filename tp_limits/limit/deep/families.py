@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .gram import RCOND, GramFactor
 from .passes import HostPasses
-
-RCOND = 1e-10
 
 
 def _host(a):
@@ -36,8 +35,9 @@ class Family:
     Rows are stored vectors (capacity x N, row-contiguous) in the storage
     ``dtype``; every Gram matrix, coefficient and new particle value is
     float64.  ``Cv`` = σ² ⟨v_i, v_j⟩ and ``Ch`` = ⟨ĥ_i, ĥ_j⟩ grow by one block
-    per store, and their inverses are recomputed once per store, so a query
-    costs O(N k) (one pass over the history) plus O(k²).
+    per store, and so do their Cholesky factors (gram.py: O(k² m) per block,
+    where an inverse would cost O(k³)), so a query costs O(N k) (one pass
+    over the history) plus O(k² m).
 
     Conditional variances below ``RCOND`` times the new vectors' own variance
     are rounding noise and treated as zero: a vector that repeats a stored
@@ -54,37 +54,22 @@ class Family:
         self.Ch = xp.zeros((capacity, capacity))
         self.k = 0
         self.sigma2 = sigma2
-        self._Pv = self._Ph = None
+        self._fv = GramFactor(capacity, xp, passes.solve_triangular)   # of Cv
+        self._fh = GramFactor(capacity, xp, passes.solve_triangular)   # of Ch
 
-    def _solver(self, C):
-        """A function x -> C⁺ x for the current k x k Gram matrix.
+    def _solve(self, factor, C, x):
+        """(C + Λ)⁻¹ x through the family's Cholesky factor, extended to k rows first."""
+        factor.extend(C, self.k)
+        return factor.solve(x)
 
-        The inverse of C + ridge I, ridge = RCOND x (mean diagonal), computed
-        once per store (O(k³), in NumPy's BLAS: mixing in SciPy's separate
-        BLAS here makes the two thread pools fight); a solve is then one
-        k x k product.  The ridge is the regularized pseudo-inverse and only
-        matters on (near-)degenerate families, e.g. repeated inputs.
-        """
-        k, xp = self.k, self.xp
-        A = C[:k, :k]
-        scale = xp.trace(A) / k       # stays on the device: no wait for it here
-        informative = scale > 0.0
-        # every stored vector 0 (e.g. backward vectors at step 0 with a zero readout):
-        # the family carries no information and C⁺ = 0, by the factor `informative`
-        try:
-            P = xp.linalg.inv(A + (RCOND * xp.where(informative, scale, 1.0)) * xp.eye(k))
-            P *= informative
-        except np.linalg.LinAlgError:
-            P = xp.asarray(np.linalg.pinv(_host(A), rcond=RCOND, hermitian=True))
-        return lambda x: P @ x
-
-    def sample(self, V, draws, will_store: bool = False):
+    def sample(self, V, draws, store_rows: int = 0):
         """Hats for the rows of V (m, N), jointly, conditional on the stored hats.
 
         Returns (hats, info); ``info`` = (κ, K_0, cross) is what :meth:`store`
-        needs.  With ``will_store`` the cross products ⟨ĥ_old, ĥ_new⟩ are
-        accumulated in the same pass over the stored hats that forms the
-        conditional mean βᵀĤ, so storing costs no extra pass.  Hats are
+        needs.  The cross products ⟨ĥ_old, ĥ_new⟩ of the first ``store_rows``
+        rows (those :meth:`store` will keep) are accumulated in the same pass
+        over the stored hats that forms the conditional mean βᵀĤ, so storing
+        costs no extra pass.  Hats are
         rounded to the storage dtype here, so the particles use exactly the
         values that are stored.
         """
@@ -92,24 +77,23 @@ class Family:
         dt = self.hat.dtype
         # the values that will be stored (float32 storage rounds them first)
         Vs = V if dt == np.float64 else V.astype(dt).astype(np.float64)
-        K0 = self.sigma2 * (Vs @ Vs.T) / N
+        K0 = self.sigma2 * self.passes.rows_times(Vs, Vs) / N
         if k == 0:
             kappa, beta, cond = xp.zeros((0, m)), None, K0
         else:
-            if self._Pv is None:
-                self._Pv = self._solver(self.Cv)
             kappa = self.sigma2 * self.passes.rows_times(self.vec[:k], Vs) / N   # (k, m)
-            beta = self._Pv(kappa)
+            beta = self._solve(self._fv, self.Cv, kappa)
             cond = K0 - kappa.T @ beta
         # the m x m root on the host for every backend: eigenvector signs are arbitrary, and
         # one LAPACK keeps a device run's hats those of the host run with the same draws
         w, Q = np.linalg.eigh(_host((cond + cond.T) / 2))
         w = np.where(w > RCOND * max(float(np.max(np.diag(_host(K0)))), 0.0), w, 0.0)
-        hats = xp.asarray(Q * np.sqrt(w)) @ draws.normal((m, N))
-        cross = xp.zeros((k, m)) if will_store else None
+        eps = xp.ascontiguousarray(draws.normal((m, N)))
+        hats = self.passes.times_rows(xp.asarray((Q * np.sqrt(w)).T), eps)
+        cross = xp.zeros((k, store_rows)) if store_rows else None
         if k:
             # one pass: the conditional mean, and the cross products for the store
-            cross = self.passes.mean_and_cross(beta, self.hat[:k], hats, will_store)
+            cross = self.passes.mean_and_cross(beta, self.hat[:k], hats, store_rows)
         elif dt != np.float64:
             hats = hats.astype(dt).astype(np.float64)
         return hats, (kappa, K0, cross)
@@ -120,7 +104,7 @@ class Family:
         kappa, K0, cross = info
         if rows is not None and rows < len(V):
             V, hats = V[:rows], hats[:rows]
-            kappa, K0, cross = kappa[:, :rows], K0[:rows, :rows], cross[:, :rows]
+            kappa, K0 = kappa[:, :rows], K0[:rows, :rows]
         k, m = self.k, len(V)
         N = V.shape[1]
         self.vec[k:k + m], self.hat[k:k + m] = V, hats
@@ -131,12 +115,12 @@ class Family:
         self.Ch[k:k + m, :k] = cross.T / N
         self.Ch[k:k + m, k:k + m] = hats @ hats.T / N
         self.k += m
-        self._Pv = self._Ph = None
 
     def truncate(self, k: int) -> None:
         """Forget every stored row from the k-th on (a step interrupted mid-way)."""
         self.k = k
-        self._Pv = self._Ph = None
+        self._fv.truncate(k)
+        self._fh.truncate(k)
 
     def stein_coefficients(self, Z):
         """σ² b (k, m): b = least-squares coefficients of each row of Z on the hats.
@@ -145,6 +129,5 @@ class Family:
         ΔW coefficients into one pass over the stored vectors.
         """
         k = self.k
-        if self._Ph is None:
-            self._Ph = self._solver(self.Ch)
-        return self.sigma2 * self._Ph(self.passes.rows_times(self.hat[:k], Z) / Z.shape[1])
+        moments = self.passes.rows_times(self.hat[:k], Z) / Z.shape[1]
+        return self.sigma2 * self._solve(self._fh, self.Ch, moments)

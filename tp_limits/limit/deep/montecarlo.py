@@ -149,8 +149,9 @@ class DeepRun:
         return zc
 
     def _scaled(self, hat, l, t):
-        """ρ^l_t Ẑ: the W_0 part of W^l_t under weight decay (the hat itself is stored)."""
-        return hat if self.plain else self.sched[l][0][t] * hat
+        """ρ^l_t Ẑ as a new array: the W_0 part of W^l_t under weight decay (the hat itself
+        is stored, so the Ż and ΔW terms are added to a copy, in place)."""
+        return hat.copy() if self.plain else self.sched[l][0][t] * hat
 
     # -- hooks of optimizers whose ΔW is not a sum over stored pairs (adam.py) ------------
     def delta_w_forward(self, l, x, stored: int):
@@ -161,6 +162,17 @@ class DeepRun:
     def delta_w_backward(self, l, dh):
         """An extra (m, N) term of Z^{W^l_tᵀ δh} (None)."""
         return None
+
+    # -- tangents: only an estimator that carries them pays for φ′ and φ″ of every row ----
+    def _activation_tangent(self, t_h, h):
+        z = self.zdot
+        return z.activation(t_h, self.phi.dphi(h, self.b)) if z.carries_tangents else None
+
+    def _backprop_tangent(self, t_dx, dphi, dx, h, t_h):
+        z = self.zdot
+        if not z.carries_tangents:
+            return None
+        return z.backprop(t_dx, dphi, dx, self.phi.d2phi(h, self.b), t_h)
 
     def forward(self, X, stored: int, t: int):
         """h^1..h^L and x^1..x^L, each (m, N), for the rows of X under W_t, with their tangents.
@@ -176,15 +188,16 @@ class DeepRun:
         hs = [X @ self.ZU.T]
         xs = [self.phi.phi(hs[0], b)]
         ths = [z.input(X)]
-        txs = [z.activation(ths[0], self.phi.dphi(hs[0], b))]
+        txs = [self._activation_tangent(ths[0], hs[0])]
         for l in range(2, self.L + 1):
             F, G, x = self.F[l], self.G[l], xs[-1]
-            hat, info = F.sample(x, self.draws, will_store=store)
+            hat, info = F.sample(x, self.draws, store_rows=stored)
             k0, kG = F.k, G.k
             zc = z.forward(l, x, txs[-1], G) if kG else self.xp.zeros((0, len(x)))
             coef = self._coefficients(F, G, x, info[0], l, zc, t)
             h = self._scaled(hat, l, t)
-            h = h + self.times_rows(coef, G.vec[:kG]) if kG else h
+            if kG:
+                self.times_rows(coef, G.vec[:kG], out=h)
             extra = self.delta_w_forward(l, x, stored)
             if extra is not None:
                 h = h + extra
@@ -194,22 +207,22 @@ class DeepRun:
                 F.store(x, hat, info, stored)
             hs.append(h)
             xs.append(self.phi.phi(h, b))
-            txs.append(z.activation(ths[-1], self.phi.dphi(h, b)))
+            txs.append(self._activation_tangent(ths[-1], h))
         return hs, xs, ths, txs
 
     def backward(self, hs, ths, chi, t):
         """δh^1 (B, N) and its tangent, from the readout seed δx^L = α χᵀ Z^{nV}."""
         z, phi, b = self.zdot, self.phi, self.b
         dx = self.alpha * (chi @ self.ZV.T)                               # δx^L, (B, N)
-        dh = dx * phi.dphi(hs[-1], b)                                      # δh^L
-        t_dh = z.backprop(z.readout(self.alpha, chi), phi.dphi(hs[-1], b), dx,
-                          phi.d2phi(hs[-1], b), ths[-1])
+        dp = phi.dphi(hs[-1], b)
+        dh = dx * dp                                                       # δh^L
+        t_dh = self._backprop_tangent(z.readout(self.alpha, chi), dp, dx, hs[-1], ths[-1])
         for l in range(self.L, 1, -1):
             F, G = self.F[l], self.G[l]
-            hat, info = G.sample(dh, self.draws, will_store=True)
+            hat, info = G.sample(dh, self.draws, store_rows=len(dh))
             k0, kF = G.k, F.k
             coef = self._coefficients(G, F, dh, info[0], l, z.backward(l, dh, t_dh, F), t)
-            dx = self._scaled(hat, l, t) + self.times_rows(coef, F.vec[:kF])
+            dx = self.times_rows(coef, F.vec[:kF], out=self._scaled(hat, l, t))
             extra = self.delta_w_backward(l, dh)
             if extra is not None:
                 dx = dx + extra
@@ -217,8 +230,9 @@ class DeepRun:
             z.keep_backward(l, k0, t_dh)
             G.store(dh, hat, info)
             h = hs[l - 2]
-            dh = dx * phi.dphi(h, b)
-            t_dh = z.backprop(t_dx, phi.dphi(h, b), dx, phi.d2phi(h, b), ths[l - 2])
+            dp = phi.dphi(h, b)
+            dh = dx * dp
+            t_dh = self._backprop_tangent(t_dx, dp, dx, h, ths[l - 2])
         return dh, t_dh
 
     def update(self, Xb, dh1, t_dh1, xL, t_xL, chi) -> None:

@@ -3,16 +3,19 @@
 For stored rows R (k, N) in the storage dtype and float64 particle arrays:
 
     rows_times(R, V)             = R Vᵀ                      (k, m)
-    times_rows(C, R)             = Cᵀ R                      (m, N)
-    mean_and_cross(C, R, Z, w)   : Z <- round(Z + Cᵀ R) in place; R Zᵀ (k, m) if w
+    times_rows(C, R, out)        = Cᵀ R                      (m, N), added into ``out``
+                                                             in place when given
+    mean_and_cross(C, R, Z, r)   : Z <- round(Z + Cᵀ R) in place; R Z[:r]ᵀ (k, r) if r > 0
 
 ``round`` is the storage rounding (the hats that will be stored are the ones
-the particles use).  Sums over the particle axis are float64 in every case.
-The implementation is chosen once per run from the backend:
+the particles use); ``r`` is the number of new rows that will be stored
+(evaluation rows riding along need no cross products).  Sums over the
+particle axis are float64 in every case.  The implementation is chosen once
+per run from the backend:
 
-* :class:`HostPasses` (NumPy): BLAS for float64 rows, the mean and the cross
-  products of ``mean_and_cross`` in one pass over cache-sized column blocks;
-  the fused Numba kernels of mixed_precision.py for float32 rows;
+* :class:`HostPasses` (NumPy): the register-tiled Numba kernels of
+  history_kernels.py for either storage dtype (skinny products are where
+  BLAS is slowest: measured 2-4x slower than the kernels on these shapes);
 * :class:`ArrayPasses` (any array module, CuPy): one library product per pass
   for float64 rows; float32 rows are cast to float64 in large column chunks
   (correct, but the cast costs traffic: float64 storage is the fast path on a
@@ -22,9 +25,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .mixed_precision import combine_rows, mean_and_cross, rows_dot
+from . import history_kernels
+from .gram import triangular_solver
 
-CACHE_ELEMENTS = 1 << 19     # float64 elements of one host block of a history (4 MiB: in cache)
 DEVICE_CHUNK = 1 << 24       # float64 elements of one device cast chunk (128 MiB)
 
 
@@ -36,28 +39,13 @@ def _chunks(rows, elements: int):
 
 
 class HostPasses:
-    """NumPy: BLAS for float64 rows, the mixed-precision Numba kernels for float32."""
+    """NumPy: the Numba kernels of history_kernels.py, float32 or float64 rows."""
 
     xp = np
-
-    @staticmethod
-    def rows_times(R, V):
-        return R @ V.T if R.dtype == np.float64 else rows_dot(R, V)
-
-    @staticmethod
-    def times_rows(C, R):
-        return C.T @ R if R.dtype == np.float64 else combine_rows(C, R)
-
-    @staticmethod
-    def mean_and_cross(C, R, Z, want_cross: bool):
-        if R.dtype != np.float64:
-            return mean_and_cross(C, R, Z, want_cross)
-        cross = np.zeros((len(R), len(Z))) if want_cross else None
-        for c in _chunks(R, CACHE_ELEMENTS):   # one pass: mean, then cross while in cache
-            Z[:, c] += C.T @ R[:, c]
-            if want_cross:
-                cross += R[:, c] @ Z[:, c].T
-        return cross
+    rows_times = staticmethod(history_kernels.rows_dot)
+    times_rows = staticmethod(history_kernels.combine_rows)
+    mean_and_cross = staticmethod(history_kernels.mean_and_cross)
+    solve_triangular = staticmethod(triangular_solver(np))
 
 
 class ArrayPasses:
@@ -65,6 +53,7 @@ class ArrayPasses:
 
     def __init__(self, xp):
         self.xp = xp
+        self.solve_triangular = triangular_solver(xp)
 
     def _cast(self, R):
         """(slice, float64 block of R) over the column chunks (one block for float64 R)."""
@@ -78,19 +67,20 @@ class ArrayPasses:
             out += Rc @ V[:, c].T
         return out
 
-    def times_rows(self, C, R):
-        out = self.xp.empty((C.shape[1], R.shape[1]))
+    def times_rows(self, C, R, out=None):
+        if out is None:
+            out = self.xp.zeros((C.shape[1], R.shape[1]))
         for c, Rc in self._cast(R):
-            out[:, c] = C.T @ Rc
+            out[:, c] += C.T @ Rc
         return out
 
-    def mean_and_cross(self, C, R, Z, want_cross: bool):
-        cross = self.xp.zeros((len(R), len(Z))) if want_cross else None
+    def mean_and_cross(self, C, R, Z, rows: int):
+        cross = self.xp.zeros((len(R), rows)) if rows else None
         for c, Rc in self._cast(R):
             Zc = Z[:, c] + C.T @ Rc
             Z[:, c] = Zc.astype(R.dtype)           # round to what will be stored
-            if want_cross:
-                cross += Rc @ Z[:, c].T
+            if rows:
+                cross += Rc @ Z[:rows, c].T
         return cross
 
 

@@ -14,7 +14,8 @@ current step's included).  An estimator returns these coefficients
 
 The tangent estimator must follow every variable through the step, so every
 estimator exposes the same propagation hooks; for the first two they carry
-nothing (``None``) and cost nothing, and the engine never asks which one it has.
+nothing (``None``) and cost nothing; the engine asks only ``carries_tangents``, to skip
+the φ′ and φ″ they would ignore.
 """
 from __future__ import annotations
 
@@ -33,6 +34,9 @@ class NoZdot:
     #: whether a step's evaluation rows may share its training forward pass (only the
     #: tangent estimator, whose unit columns belong to stored rows, needs them apart)
     fuses_eval = True
+    #: whether the tangent hooks below carry anything: the engine skips computing φ′ and
+    #: φ″ of every row for them when they do not (half the φ work of a Stein step)
+    carries_tangents = False
 
     def __init__(self, xp=np):
         self.xp = xp                 # the array module of the run's particles
@@ -99,6 +103,7 @@ class TangentZdot(NoZdot):
 
     name = "tangent"
     fuses_eval = False
+    carries_tangents = True
     bytes_per_particle = staticmethod(tangent_bytes_per_particle)
 
     def __init__(self, N, L, d, do, cap, sigma, B, xp=np):

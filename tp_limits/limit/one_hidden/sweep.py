@@ -147,6 +147,8 @@ BLAS_MIN_B = 4       # ... and the Z^U update too, from this batch size on
 #: it saves B (d multiply-adds + one φ) per particle and costs 4B float64 of traffic;
 #: measured (docs/performance.md) a loss at d = 1, even at d = 4, +6-22 % at d = 16
 CACHE_MIN_D = 8
+#: from this input dimension on, pre-activations are built two inputs per pass over Z^U
+PAIR_MIN_D = 4
 L2_BUDGET = 768 * 1024   # bytes of per-block scratch meant to stay in a core's L2
 MIN_BLOCK, MAX_BLOCK = 256, 8192
 
@@ -329,6 +331,43 @@ def _preact_row(Ub, x, h):
 
 
 @njit(inline="always", fastmath=True, error_model="numpy", cache=True)
+def _preact_pair(Ub, x, y, hx, hy):
+    """hx[j] = Ub[:, j] · x and hy[j] = Ub[:, j] · y in the same passes: each load of four
+    rows of Ub serves both inputs (4 loads, 2 loads and 2 stores per 8 multiply-adds,
+    against 4 + 2 per 4 for one input at a time)."""
+    d, m = Ub.shape
+    k = d % 4
+    if k == 0:
+        for j in range(m):
+            hx[j] = 0.0
+            hy[j] = 0.0
+    elif k == 1:
+        U0 = Ub[0]
+        for j in range(m):
+            hx[j] = U0[j] * x[0]
+            hy[j] = U0[j] * y[0]
+    elif k == 2:
+        U0, U1 = Ub[0], Ub[1]
+        for j in range(m):
+            hx[j] = U0[j] * x[0] + U1[j] * x[1]
+            hy[j] = U0[j] * y[0] + U1[j] * y[1]
+    else:
+        U0, U1, U2 = Ub[0], Ub[1], Ub[2]
+        for j in range(m):
+            hx[j] = U0[j] * x[0] + U1[j] * x[1] + U2[j] * x[2]
+            hy[j] = U0[j] * y[0] + U1[j] * y[1] + U2[j] * y[2]
+    while k < d:
+        U0, U1, U2, U3 = Ub[k], Ub[k + 1], Ub[k + 2], Ub[k + 3]
+        x0, x1, x2, x3 = x[k], x[k + 1], x[k + 2], x[k + 3]
+        y0, y1, y2, y3 = y[k], y[k + 1], y[k + 2], y[k + 3]
+        for j in range(m):
+            u0, u1, u2, u3 = U0[j], U1[j], U2[j], U3[j]
+            hx[j] += (u0 * x0 + u1 * x1) + (u2 * x2 + u3 * x3)
+            hy[j] += (u0 * y0 + u1 * y1) + (u2 * y2 + u3 * y3)
+        k += 4
+
+
+@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
 def _row_sums(h, Vb, wb, uniform, tag, ph, acc, c0):
     """acc[c0 + o] += Σ_j w_j Vb[o, j] φ(h_j); ``ph`` is scratch (it may be h)."""
     do = Vb.shape[0]
@@ -358,7 +397,7 @@ def _sums_of_rows(H, Vb, wb, uniform, tag, ph, acc, col):
 
 
 @njit(fastmath=True, error_model="numpy", cache=True)
-def _forward_sums(Ub, X, Vb, wb, uniform, tag, use_blas, ph, acc, col):
+def _forward_sums(Ub, X, Vb, wb, uniform, tag, use_blas, ph, ph2, acc, col):
     """acc[col + i*d_out + o] += Σ_j w_j Vb[o, j] φ(Ub[:, j] · X[i])  for each input row i.
 
     Small d: each row's pre-activations are built in the scratch ``ph`` and
@@ -367,27 +406,42 @@ def _forward_sums(Ub, X, Vb, wb, uniform, tag, use_blas, ph, acc, col):
     weights, φ is fused with the dot product in one pass; LLVM does not
     vectorize that reduction around the longer tanh body, so the other φ
     first fill ``ph`` (a vectorized loop) and then take the dot product
-    (measured: tanh 1.4 ns two-pass vs 3.4 fused).
+    (measured: tanh 1.4 ns two-pass vs 3.4 fused).  From PAIR_MIN_D on the
+    rows are built two at a time (_preact_pair), in ``ph`` and ``ph2``.
     """
-    do = Vb.shape[0]
+    do, n = Vb.shape[0], X.shape[0]
     if use_blas:
         _sums_of_rows(_preacts(Ub, X, True), Vb, wb, uniform, tag, ph, acc, col)
-    else:
-        for i in range(X.shape[0]):
-            _preact_row(Ub, X[i], ph)
+        return
+    i = 0
+    if X.shape[1] >= PAIR_MIN_D:        # two inputs per pass over Z^U (ph2: their scratch)
+        while i + 1 < n:
+            _preact_pair(Ub, X[i], X[i + 1], ph, ph2)
             _row_sums(ph, Vb, wb, uniform, tag, ph, acc, col + i * do)
+            _row_sums(ph2, Vb, wb, uniform, tag, ph2, acc, col + (i + 1) * do)
+            i += 2
+    while i < n:
+        _preact_row(Ub, X[i], ph)
+        _row_sums(ph, Vb, wb, uniform, tag, ph, acc, col + i * do)
+        i += 1
 
 
 @njit(fastmath=True, error_model="numpy", cache=True)
-def _forward_sums_keep(Ub, X, Vb, wb, uniform, tag, use_blas, ph, cache, a0, acc, col):
+def _forward_sums_keep(Ub, X, Vb, wb, uniform, tag, use_blas, ph, ph2, cache, a0, acc, col):
     """_forward_sums that also keeps φ(Ub·X[i]) and φ′ in the cache's columns a0.. of
     row i: the next sweep's update reads them instead of recomputing."""
-    do, m = Vb.shape[0], Ub.shape[1]
+    do, m, n = Vb.shape[0], Ub.shape[1], X.shape[0]
     H = _preacts(Ub, X, True) if use_blas else np.empty((0, m))
-    for i in range(X.shape[0]):
+    pairs = not use_blas and X.shape[1] >= PAIR_MIN_D
+    for i in range(n):
         Pi = cache[0, i, a0:a0 + m]
         if use_blas:
             h = H[i]
+        elif pairs and i % 2 == 1:      # built with the row before it
+            h = ph2
+        elif pairs and i + 1 < n:
+            _preact_pair(Ub, X[i], X[i + 1], ph, ph2)
+            h = ph
         else:
             _preact_row(Ub, X[i], ph)
             h = ph
@@ -510,17 +564,19 @@ def sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out, 
             if mode > 1:
                 _store_block(S1u, SU[1], a0)
                 _store_block(S1v, SV[1], a0)
+        # D is free again here: the forward passes use it as their second scratch row
         if keep:
-            _forward_sums_keep(Ub, Xn, Vb, wb, uniform, tag, use_blas, ph, cache, a0, acc, 0)
+            _forward_sums_keep(Ub, Xn, Vb, wb, uniform, tag, use_blas, ph, D, cache, a0, acc,
+                               0)
         else:
-            _forward_sums(Ub, Xn, Vb, wb, uniform, tag, use_blas, ph, acc, 0)
+            _forward_sums(Ub, Xn, Vb, wb, uniform, tag, use_blas, ph, D, acc, 0)
         if stats and E > 0:             # the eval pre-activations serve both sums
             He = _preacts(Ub, Xe, use_blas)
             _sums_of_rows(He, Vb, wb, uniform, tag, ph, acc, Bn * do)
             H0 = _preacts(_load_block(U0, a0, m), Xe, use_blas)
             _stats_block(He, H0, wb, uniform, tag, D, acc, (Bn + E) * do)
         else:
-            _forward_sums(Ub, Xe, Vb, wb, uniform, tag, use_blas, ph, acc, Bn * do)
+            _forward_sums(Ub, Xe, Vb, wb, uniform, tag, use_blas, ph, D, acc, Bn * do)
 
 
 def warm_up(tag, dtype) -> None:
