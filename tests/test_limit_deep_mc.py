@@ -266,22 +266,30 @@ def test_gram_factor_extended_by_blocks_solves_like_a_direct_solve():
 
 
 def test_reused_heap_serves_large_temporaries_from_the_heap_then_restores():
-    """Inside the context a 16 MiB array comes from the heap (below the program break),
-    after it from a mapping of its own again (glibc only)."""
-    import ctypes
-
+    """In a fresh process (no freed heap chunks to reuse): a 16 MiB array is a mapping of
+    its own before the context, comes from the heap (below the program break) inside
+    it, and is a mapping again after it (glibc only)."""
+    import subprocess
+    import sys
     from tp_limits.engine import heap
-    libc = heap._glibc()
-    if libc is None:
+    if heap._glibc() is None:
         pytest.skip("not glibc")
-    libc.sbrk.restype = ctypes.c_void_p
-
-    def on_heap():
-        a = np.empty(1 << 21)
-        return a.ctypes.data < libc.sbrk(0)
-    with heap.reused_heap():
-        inside = on_heap()
-    assert inside and not on_heap()
+    code = """
+import ctypes, numpy as np
+from tp_limits.engine import heap
+libc = heap._glibc()
+libc.sbrk.restype = ctypes.c_void_p
+def on_heap():
+    a = np.empty(1 << 21)
+    return a.ctypes.data < libc.sbrk(0)
+before = on_heap()
+with heap.reused_heap():
+    inside = on_heap()
+print(before, inside, on_heap())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "True", "False"], out
 
 
 def test_ctrl_c_inside_a_fused_forward_undoes_its_stores(monkeypatch):
