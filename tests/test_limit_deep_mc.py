@@ -271,6 +271,7 @@ def test_reused_heap_serves_large_temporaries_from_the_heap_then_restores():
     it, and is a mapping again after it (glibc only)."""
     import subprocess
     import sys
+
     from tp_limits.engine import heap
     if heap._glibc() is None:
         pytest.skip("not glibc")
