@@ -17,17 +17,20 @@ threshold stay mappings of their own, released when they are freed.  Where
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 from contextlib import contextmanager
+from functools import lru_cache
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 INITIAL = 128 * 1024            # glibc's initial mmap and trim thresholds
 RUN_THRESHOLD = 64 << 20        # temporaries up to 64 MiB come from the heap during a run
 
 
+@lru_cache(maxsize=1)
 def _glibc():
+    """The C library the process already has loaded (no search: find_library would run
+    ldconfig on every deep run), if it is glibc; else None."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+        libc = ctypes.CDLL(None)
         libc.gnu_get_libc_version          # glibc only: its mallopt honours these options
         return libc
     except (OSError, AttributeError, TypeError):
