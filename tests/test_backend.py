@@ -28,6 +28,24 @@ def test_numpy_matmul_matches_numpy():
     assert b.available_bytes() > 0 and b.to_numpy(A) is not None
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", [(1, 6, 5), (4, 6, 1), (1, 6, 1), (1, 1, 1), (1, 0, 3), (0, 6, 1), (1, 6, 0)])
+def test_numpy_matmul_of_one_row_or_column(shape, dtype):
+    """One row or one column goes to gemv: same values, shape and dtype as a @ b for C,
+    Fortran and strided operands (a transposed weight matrix is a Fortran view)."""
+    m, k, n = shape
+    rng = np.random.default_rng(2)
+    A, B = rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
+    mm = get_backend("numpy").matmul
+    exact = A.astype(np.float64) @ B.astype(np.float64)
+    tol = 1e-13 if dtype == np.float64 else 1e-5
+    for a in (A, np.asfortranarray(A)):
+        for c in (B, np.asfortranarray(B), np.repeat(B, 2, axis=1)[:, ::2]):
+            out = mm(a, c)
+            assert out.shape == (m, n) and out.dtype == dtype and out.flags.c_contiguous
+            assert np.allclose(out, exact, rtol=tol, atol=tol)
+
+
 def test_unknown_backend_is_refused():
     with pytest.raises(tp.SpecError, match="unknown backend"):
         get_backend("tpu")

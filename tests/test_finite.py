@@ -165,6 +165,20 @@ def test_stats_match_direct_computation():
     assert np.allclose(tr.stats["feature_kernel"][-1], x2 @ x2.T / n)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_frobenius_distance_by_cached_blocks(dtype):
+    """‖A - B‖_F by row blocks (one row, 7 rows with a partial last block, all rows at
+    once) against the dense norm; float32 inputs are summed in float64."""
+    from tp_limits.finite.stats import frobenius_distance
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((53, 40)).astype(dtype)
+    B = (A + 1e-3 * rng.standard_normal(A.shape)).astype(dtype)
+    exact = np.linalg.norm(A.astype(np.float64) - B.astype(np.float64))
+    for block in (1, 40, 7 * 40, 10**6, None):
+        assert frobenius_distance(A, B, NP, block) == pytest.approx(exact, rel=1e-12)
+    assert frobenius_distance(A, A, NP, 7 * 40) == 0.0
+
+
 def test_power_iteration_against_svd():
     rng = np.random.default_rng(0)
     low = rng.standard_normal((300, 3)) @ rng.standard_normal((3, 300))
@@ -173,6 +187,24 @@ def test_power_iteration_against_svd():
         s, _ = spectral_norm(lambda V: M @ V, lambda U: M.T @ U, M.shape, NP, np.float64, iters=60)
         assert s <= np.linalg.norm(M, 2) * (1 + 1e-12)        # a Rayleigh quotient: from below
         assert s == pytest.approx(np.linalg.norm(M, 2), rel=rtol)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_lanczos_norm_against_svd(dtype):
+    """Golub-Kahan-Lanczos: a Gaussian matrix (top singular values close together), a
+    rectangular one and a rank-3 one (an invariant subspace after three steps), from
+    below and to its stopping tolerance."""
+    from tp_limits.finite.stats import lanczos_norm
+    rng = np.random.default_rng(0)
+    mats = [rng.standard_normal((400, 400)), rng.standard_normal((300, 120)),
+            rng.standard_normal((300, 3)) @ rng.standard_normal((3, 300))]
+    tol = 1e-7 if dtype == np.float64 else 1e-5
+    for M in mats:
+        Md = M.astype(dtype)
+        exact = np.linalg.norm(Md.astype(np.float64), 2)
+        s = lanczos_norm(lambda v: Md @ v, lambda u: Md.T @ u, M.shape, NP, dtype)
+        assert s <= exact * (1 + 10 * np.finfo(dtype).eps)
+        assert s == pytest.approx(exact, rel=tol)
 
 
 def test_divergence_raises_with_location_or_stops():

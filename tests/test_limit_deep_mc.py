@@ -223,12 +223,13 @@ def test_sobol_prefix_hands_out_rows_in_order_then_draws():
 def test_compiled_host_normals_are_numpys():
     """Draws' compiled normals are the host Generator's own numbers, interleaved with
     other draws from it, so fixed-seed runs keep their values."""
-    from tp_limits.limit.sampling import HostNormals
+    from tp_limits.engine.normals import HostNormals, standard_normal
     a, b = np.random.default_rng(11), np.random.default_rng(11)
     fast = HostNormals(a)
     for shape in [(3, 5), (7,), (2, 1000), (0, 4), ()]:
         assert np.array_equal(fast.standard_normal(shape), b.standard_normal(shape))
         assert np.array_equal(a.integers(9, size=3), b.integers(9, size=3))
+        assert np.array_equal(standard_normal(a, shape), b.standard_normal(shape))
 
 
 def test_gram_factor_extended_by_blocks_solves_like_a_direct_solve():

@@ -37,6 +37,9 @@ class Backend:
     #: host numpy Generator -> the backend's own generator of random arrays (on NumPy the
     #: host generator itself, so NumPy runs keep their fixed-seed values)
     generator: Callable = lambda rng: rng
+    #: entries of a scratch block for passes over an n x n matrix: 1 MiB of float64 on
+    #: the host (stays in L2); large on a device, where each block is a kernel launch
+    scratch_entries: int = 1 << 17
 
     def asarray(self, a, dtype):
         return self.xp.asarray(a, dtype=dtype)
@@ -58,13 +61,22 @@ def _as_fortran_transposed(M):
 
 
 def _np_matmul(a, b):
-    """a @ b through SciPy's BLAS gemm, returned C-ordered.
+    """a @ b through SciPy's BLAS gemm (gemv for one row or one column), returned
+    C-ordered.
 
     In Fortran order (a @ b)ᵀ = bᵀ aᵀ; transposed views select gemm's
-    trans flags instead of copying an n x n operand.
+    trans flags instead of copying an n x n operand.  A batch of one (the
+    forward and backward products of batch-1 SGD, a Lanczos matvec) goes to
+    gemv, which streams the matrix once at about twice gemm's speed there.
     """
     if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype.char not in "fd":
         return a @ b
+    if a.shape[0] == 1 and min(b.shape) > 0:    # one row: gemv, about 2x faster than gemm
+        bt, tb = _as_fortran_transposed(b)      # y = op(bt) a_0 = bᵀ a_0
+        return _np_blas("gemv", a.dtype)(1.0, bt, a[0], trans=tb)[None, :]
+    if b.shape[1] == 1 and min(a.shape) > 0:    # one column: y = a b_0
+        at, ta = _as_fortran_transposed(a)
+        return _np_blas("gemv", a.dtype)(1.0, at, b[:, 0], trans=1 - ta)[:, None]
     gemm = _np_blas("gemm", a.dtype)
     bt, tb = _as_fortran_transposed(b)
     at, ta = _as_fortran_transposed(a)
@@ -133,7 +145,7 @@ def _cupy_backend() -> Backend:
 
     return Backend("cupy", cp, erf, lambda a, b: a @ b, add_outer, cp.asnumpy, available_bytes,
                    lambda: cp.cuda.Device().synchronize(),
-                   lambda rng: cp.random.default_rng(int(rng.integers(2 ** 63))))
+                   lambda rng: cp.random.default_rng(int(rng.integers(2 ** 63))), 1 << 24)
 
 
 def get_backend(name: str = "numpy") -> Backend:
