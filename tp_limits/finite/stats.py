@@ -101,7 +101,7 @@ def lanczos_norm(matvec, rmatvec, shape, backend, dtype, rtol=LANCZOS_RTOL,
     exp(-2k·√gap) instead of power iteration's exp(-2k·gap).  Stops when
     σ_max(B_k) changes by less than ``rtol`` (relative; at least 10·eps of
     ``dtype``) or when β_k = 0 (an invariant subspace: σ_max(B_k) is exact).
-    ``matvec``/``rmatvec`` take and return 1-D vectors.
+    ``matvec``/``rmatvec`` take and return 1-D vectors (docs/theory.md §7.4).
     """
     xp = backend.xp
     mm = backend.matmul                  # the backend's BLAS pool only (engine/backend.py)

@@ -70,8 +70,9 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
     backprop : 'exact', or 'decoupled' (docs/theory.md §3; a negative control).
     record : subset of ('stats', 'spectral'): per-layer coordinate statistics
         on the evaluation inputs (finite/stats.py), and spectral-norm ratios
-        (power iteration); either keeps a copy of W_0.  f_eval, f_train and
-        loss are always recorded.
+        (‖W_0‖_* by Lanczos, ‖ΔW‖_* by power iteration, docs/theory.md §7.4);
+        either keeps a copy of W_0.  f_eval, f_train and loss are always
+        recorded.
     on_divergence : 'raise' a DivergenceError naming step, layer and
         quantity, or 'stop' and return the partial trajectory with
         ``meta["diverged"]`` set.
