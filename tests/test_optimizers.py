@@ -11,7 +11,7 @@ from conftest import D1, N8_LONG, t_quantile
 import tp_limits as tp
 from tp_limits.engine.backend import numpy_backend
 from tp_limits.finite.network import FiniteNetwork
-from tp_limits.spec.optimizer import heavy_ball_step, momentum_schedule
+from tp_limits.spec.optimizer import adam_direction, heavy_ball_step, momentum_schedule
 
 OPT = tp.SGD(momentum=0.8, weight_decay=0.3)
 
@@ -252,3 +252,27 @@ def test_adam_limit_refusals():
     lin = tp.simulate_limit(tp.MLP(tp.mup(1, optimizer="adam"), 3, 2, phi="id"), r,
                             particles=2_000, replicates=2)
     assert lin.meta["method"] == "monte_carlo"
+
+
+@pytest.mark.parametrize("eps", [1e-8, 0.0])
+def test_adam_direction_matches_the_textbook_formula(eps):
+    """The in-place Adam direction (one scratch array) against the formula written out,
+    over several steps, with a row of always-zero gradients (ψ = 0 there when ε = 0)."""
+    rng = np.random.default_rng(5)
+    betas = (0.9, 0.99)
+    m, v = np.zeros((3, 7)), np.zeros((3, 7))
+    m_ref, v_ref = m.copy(), v.copy()
+    for t in range(1, 5):
+        g = rng.standard_normal((3, 7))
+        g[1] = 0.0
+        g_before = g.copy()
+        psi = adam_direction(m, v, g, betas, eps, t)
+        m_ref = betas[0] * m_ref + (1 - betas[0]) * g_before
+        v_ref = betas[1] * v_ref + (1 - betas[1]) * g_before ** 2
+        den = np.sqrt(v_ref / (1 - betas[1] ** t)) + eps
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ref = np.where(den > 0, (m_ref / (1 - betas[0] ** t)) / den, 0.0)
+        assert np.array_equal(g, g_before)                       # g is left as it was
+        assert np.allclose(m, m_ref, rtol=1e-14, atol=0) and np.allclose(v, v_ref, rtol=1e-14)
+        assert np.allclose(psi, ref, rtol=1e-13, atol=0)
+        assert np.all(psi[1] == 0.0) and np.all(np.isfinite(psi))

@@ -134,12 +134,14 @@ class FiniteNetwork:
             self.b.add_outer(D, self.lr[l], G, X)
             self.W[l] -= D
             return
-        g_w = self.n_a[l] * self.b.matmul(G.T, X)              # gradient in w-units
+        g_w = self.b.matmul(G.T, X)
+        g_w *= self.n_a[l]                                      # gradient in w-units
         psi = adam_direction(self.m[l], self.v[l], g_w, self.betas, self.eps[l], self.t,
                              self.b.xp)
         if self.shrink[l]:
             self.W[l] *= 1.0 - self.shrink[l]                   # decoupled (AdamW) decay
-        self.W[l] -= (self.n_a[l] * self.adam_lr[l]) * psi
+        psi *= self.n_a[l] * self.adam_lr[l]                    # in place: no temporary
+        self.W[l] -= psi
 
     # ---- memory ------------------------------------------------------------------
     @staticmethod

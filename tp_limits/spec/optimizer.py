@@ -178,16 +178,30 @@ def adam_direction(m, v, g, betas, eps: float, t: int, xp=np):
     """Adam's step direction ψ = m̂/(√v̂ + ε) after folding the gradient g into the
     moments m, v (updated in place); t counts updates from 1.
 
-    Entries that have only seen zero gradients with ε = 0 get ψ = 0 instead of 0/0
-    (a zero-initialized readout gives exactly zero hidden gradients at step 0).
+        m ← β₁ m + (1 − β₁) g,   v ← β₂ v + (1 − β₂) g²,
+        ψ = (m / (√(v / (1 − β₂ᵗ)) + ε)) / (1 − β₁ᵗ)
+
+    Everything goes through one scratch array the size of g, which is returned
+    as ψ: for an n x n layer that is one temporary instead of about ten (each a
+    full pass over memory).  Entries that have only seen zero gradients with
+    ε = 0 get ψ = 0 instead of 0/0 (a zero-initialized readout gives exactly
+    zero hidden gradients at step 0).
     """
     b1, b2 = betas
+    s = xp.empty_like(g)
+    xp.multiply(g, 1 - b1, out=s)
     m *= b1
-    m += (1 - b1) * g
+    m += s
+    xp.multiply(g, g, out=s)
+    s *= 1 - b2
     v *= b2
-    v += (1 - b2) * g * g
-    m_hat = m / (1 - b1 ** t)
-    den = xp.sqrt(v / (1 - b2 ** t)) + eps
+    v += s
+    xp.divide(v, 1 - b2 ** t, out=s)
+    xp.sqrt(s, out=s)
+    s += eps                                        # the denominator √v̂ + ε
     if eps > 0:
-        return m_hat / den
-    return xp.where(den > 0, m_hat / xp.where(den > 0, den, 1.0), 0.0)
+        xp.divide(m, s, out=s)
+    else:
+        s = xp.where(s > 0, m / xp.where(s > 0, s, 1.0), 0.0)
+    s /= 1 - b1 ** t
+    return s
