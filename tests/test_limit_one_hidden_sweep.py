@@ -18,6 +18,7 @@ from tp_limits.limit.one_hidden.sweep import (
     BLAS_MIN_B,
     BLAS_MIN_D,
     PHI_CODES,
+    block_of,
     phi_arrays,
     phi_tag,
     sweep,
@@ -207,3 +208,23 @@ def test_sweep_independent_of_thread_count():
         numba.set_num_threads(saved)
     for a, b in zip(outs[0], outs[1]):
         assert np.array_equal(a, b)
+
+
+@njit
+def _write_through_block(A, copy):
+    rows, a, copied = block_of(A, 3, 4, copy)
+    rows[1, a + 2] = 7.0            # column 3 + 2 of A, if the block is A itself
+    return a, copied, rows.shape[1]
+
+
+@pytest.mark.parametrize("dtype, copy, in_place", [(np.float64, False, True),
+                                                   (np.float64, True, False),
+                                                   (np.float32, False, False)])
+def test_float64_blocks_are_worked_on_in_place(dtype, copy, in_place):
+    """The sweep updates float64 particles where they lie (row slices at the block's
+    offset); the gemm path (copy) and float32 storage get a float64 copy at offset 0."""
+    A = np.zeros((2, 10), dtype)
+    a, copied, width = _write_through_block(A, copy)
+    assert (a, copied) == ((3, False) if in_place else (0, True))
+    assert width == (10 if in_place else 4)
+    assert (A[1, 5] == 7.0) == in_place and np.count_nonzero(A) == int(in_place)

@@ -21,9 +21,11 @@ One call = one sweep over particle memory = one SGD step of the limit:
 
 Particles are stored feature-major (U[d, N], V[d_out, N]) and processed in
 blocks (``block_size``) small enough to stay in L2 while the block is
-visited once per input.  Each block is copied into C-ordered float64
-scratch first, so every row is a contiguous vector; the inner loops run
-over particles and vectorize (φ uses the branch-free tanh of fastmath.py).
+visited once per input.  A block's rows are read as 1-d slices
+``U[k, a0:a0 + m]``, contiguous vectors: the inner loops run over particles
+and vectorize (φ uses the branch-free tanh of fastmath.py).  Float64
+particles are updated where they lie; float32 storage is copied into float64
+scratch per block and written back (``block_of``).
 Only for wide inputs (d >= BLAS_MIN_D) do the pre-activations of a block
 come from one BLAS gemm (inputs x block).  Each block writes its own row of ``out``
 (no atomics; the host sums rows in a fixed order), so results do not depend
@@ -37,7 +39,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
 from numba.extending import overload
 
 from .fastmath import fast_tanh
@@ -139,7 +141,7 @@ def phi_dot(tag, h, v):
     return s
 
 
-# With the block in C-ordered scratch, plain vectorized passes beat small BLAS
+# With contiguous rows, plain vectorized passes beat small BLAS
 # gemms up to d = 64 (measured); BLAS takes over only for wide inputs.
 BLAS_MIN_D = 128     # from this input dimension on, pre-activations come from BLAS gemm
 BLAS_MIN_B = 4       # ... and the Z^U update too, from this batch size on
@@ -156,7 +158,8 @@ MIN_BLOCK, MAX_BLOCK = 256, 8192
 def block_size(d: int, d_out: int, B: int, E: int, N: int, stats: bool = False) -> int:
     """Particles per block: the largest power of two whose scratch fits ``L2_BUDGET``.
 
-    Per particle a block holds (in float64) Z^U and Z^{nV}, the batch's
+    Per particle a block holds in L2 (in place, or as a float64 copy) Z^U and
+    Z^{nV}, and in float64 scratch the batch's
     pre-activations, φ′-weighted errors and φ values (3B), two scratch rows,
     on the gemm path the pre-activation rows of the inputs and the Z^U
     increment, and with statistics the (h, h_0, x) rows of the eval inputs.
@@ -173,35 +176,43 @@ def block_size(d: int, d_out: int, B: int, E: int, N: int, stats: bool = False) 
     return b
 
 
+# A block of a (rows, N) array is the pair (A, a): its row k is the slice A[k, a:a + m],
+# a 1-d contiguous view that Numba types as C-ordered, so loops over it vectorize.
+# Float64 particles are worked on in place this way (a = the block's first column);
+# scratch and copies have a = 0.
+
+
 @njit(fastmath=True, error_model="numpy", cache=True)
-def _preacts(Ub, X, use_blas):
-    """H[i, j] = Ub[:, j] · X[i]: one gemm, or the vectorized passes of _preact_row."""
-    n, m = X.shape[0], Ub.shape[1]
+def _preacts(Ub, ua, m, X, use_blas):
+    """H[i, j] = Ub[:, ua + j] · X[i]: one gemm (Ub is then a copy, ua = 0), or the
+    vectorized passes of _preact_row."""
+    n = X.shape[0]
     if use_blas and n > 0:
         return np.dot(X, Ub)
     H = np.empty((n, m))
     for i in range(n):
-        _preact_row(Ub, X[i], H[i])
+        _preact_row(Ub, ua, X[i], H[i])
     return H
 
 
 @njit(inline="always", fastmath=True, error_model="numpy", cache=True)
-def _decay_into(M, mu, shrink, Z):
-    """M ← μ M + δ Z (the heavy-ball buffer before the gradient increment joins it)."""
+def _decay_into(M, Z, a, m, mu, shrink):
+    """M ← μ M + δ Z on a block (the heavy-ball buffer before the gradient increment joins it)."""
     for k in range(M.shape[0]):
-        Mk, Zk = M[k], Z[k]
-        for j in range(Mk.shape[0]):
+        Mk, Zk = M[k, a:a + m], Z[k, a:a + m]
+        for j in range(m):
             Mk[j] = mu * Mk[j] + shrink * Zk[j]
 
 
 @njit(inline="always", fastmath=True, error_model="numpy", cache=True)
-def _adam_into(Z, M, V, Gr, b1, b2, eps, bias1, bias2, lr, shrink):
-    """Adam on every entry of a block: moments (M, V) of the gradient Gr, then
+def _adam_into(Z, M, V, a, Gr, b1, b2, eps, bias1, bias2, lr, shrink):
+    """Adam on every entry of a block: moments (M, V) of the gradient Gr (scratch), then
     Z ← (1 − δ) Z − lr m̂/(√v̂ + ε); an entry that has seen only zero gradients with
     ε = 0 does not move (0/0 read as 0)."""
+    m = Gr.shape[1]
     for k in range(Z.shape[0]):
-        Zk, Mk, Vk, Gk = Z[k], M[k], V[k], Gr[k]
-        for j in range(Zk.shape[0]):
+        Zk, Mk, Vk, Gk = Z[k, a:a + m], M[k, a:a + m], V[k, a:a + m], Gr[k]
+        for j in range(m):
             g = Gk[j]
             mk = b1 * Mk[j] + (1.0 - b1) * g
             vk = b2 * Vk[j] + (1.0 - b2) * g * g
@@ -213,21 +224,20 @@ def _adam_into(Z, M, V, Gr, b1, b2, eps, bias1, bias2, lr, shrink):
 
 
 @njit(fastmath=True, error_model="numpy", cache=True)
-def _update_block(Ub, Vb, tag, Xb, chi, step_u, step_v, D, use_blas, S0u, S0v, S1u, S1v,
-                  mode, hp, CP, CD):
+def _update_block(Ub, Vb, S0u, S0v, S1u, S1v, pa, m, tag, Xb, chi, step_u, step_v, D,
+                  use_blas, mode, hp, cache, ca, cached):
     """Simultaneous update of one block with the batch (Xb, χ); see the module docstring.
 
-    ``mode`` 0: the increments go straight into Ub, Vb; 1: into the heavy-ball
-    buffers S0u, S0v; 2: into zeroed gradient scratch, then Adam with moments
-    (S0, S1).  ``CP``, ``CD``: φ(Z^U ξ_i), φ′(Z^U ξ_i) of the batch, cached by the
-    previous sweep's forward pass (B, m), or empty (0, m) to compute them here.
+    The particles and optimizer state are the blocks (·, pa) of width m.  ``mode``
+    0: the increments go straight into Ub, Vb; 1: into the heavy-ball buffers S0u,
+    S0v; 2: into zeroed gradient scratch, then Adam with moments (S0, S1).  With
+    ``cached`` the batch's φ(Z^U ξ_i), φ′(Z^U ξ_i) are read from the columns ca.. of
+    ``cache`` (left there by the previous sweep's forward pass) instead of recomputed.
     """
-    d, m = Ub.shape
-    do = Vb.shape[0]
-    B = Xb.shape[0]
-    cached = CP.shape[0] == B
-    H = _preacts(Ub, Xb, use_blas) if not cached else np.empty((0, m))
-    P = CP if cached else np.empty((B, m))
+    d, do, B = Ub.shape[0], Vb.shape[0], Xb.shape[0]
+    H = _preacts(Ub, pa, m, Xb, use_blas) if not cached else np.empty((0, m))
+    P = np.empty((0 if cached else B, m))
+    P_rows, pr = (cache[0], ca) if cached else (P, 0)
     G = np.empty((B, m))
     sv = np.empty(m)
     # innermost loops run over particles j, so they vectorize
@@ -235,95 +245,100 @@ def _update_block(Ub, Vb, tag, Xb, chi, step_u, step_v, D, use_blas, S0u, S0v, S
         sv[:] = 0.0
         for o in range(do):
             c = chi[i, o]
+            Vo = Vb[o, pa:pa + m]
             for j in range(m):
-                sv[j] += c * Vb[o, j]
+                sv[j] += c * Vo[j]
         Gi = G[i]
         if cached:
-            Di = CD[i]
+            Di = cache[1, i, ca:ca + m]
         else:
             phi_arrays(tag, H[i], P[i], D)
             Di = D
         for j in range(m):
             Gi[j] = sv[j] * Di[j]
     if mode == 1:                      # both buffers from the old particles, then move
-        _decay_into(S0u, hp[0], hp[1], Ub)
-        _decay_into(S0v, hp[0], hp[2], Vb)
-        TU, TV = S0u, S0v              # where the increments go (subtracted with -step)
+        _decay_into(S0u, Ub, pa, m, hp[0], hp[1])
+        _decay_into(S0v, Vb, pa, m, hp[0], hp[2])
+        TU, TV, ta = S0u, S0v, pa      # where the increments go (subtracted with -step)
     elif mode == 2:
-        TU, TV = np.zeros((d, m)), np.zeros((do, m))
+        TU, TV, ta = np.zeros((d, m)), np.zeros((do, m)), 0
     else:
-        TU, TV = Ub, Vb
+        TU, TV, ta = Ub, Vb, pa
     sign = -1.0 if mode else 1.0
     if step_u != 0.0:
         if use_blas and B >= BLAS_MIN_B:
-            _sub_scaled(TU, sign * step_u, np.dot(np.ascontiguousarray(Xb.T), G))
+            _sub_scaled(TU, ta, sign * step_u, np.dot(np.ascontiguousarray(Xb.T), G), 0, m)
         else:
-            _sub_outer(TU, sign * step_u, Xb, G)
+            _sub_outer(TU, ta, m, sign * step_u, Xb, G, 0)
     if step_v != 0.0:
-        _sub_outer(TV, sign * step_v, chi, P)
+        _sub_outer(TV, ta, m, sign * step_v, chi, P_rows, pr)
     if mode == 1:
-        _sub_scaled(Ub, 1.0, S0u)
-        _sub_scaled(Vb, 1.0, S0v)
+        _sub_scaled(Ub, pa, 1.0, S0u, pa, m)
+        _sub_scaled(Vb, pa, 1.0, S0v, pa, m)
     elif mode == 2:
-        _adam_into(Ub, S0u, S1u, TU, hp[3], hp[4], hp[5], hp[6], hp[7], hp[8], hp[1])
-        _adam_into(Vb, S0v, S1v, TV, hp[3], hp[4], hp[5], hp[6], hp[7], hp[9], hp[2])
+        _adam_into(Ub, S0u, S1u, pa, TU, hp[3], hp[4], hp[5], hp[6], hp[7], hp[8], hp[1])
+        _adam_into(Vb, S0v, S1v, pa, TV, hp[3], hp[4], hp[5], hp[6], hp[7], hp[9], hp[2])
 
 
 @njit(inline="always", fastmath=True, error_model="numpy", cache=True)
-def _sub_outer(A, lr, C, M):
-    """A -= lr Cᵀ M for A (rows, m), C (B, rows), M (B, m); innermost loop over particles.
+def _sub_outer(A, a, m, lr, C, M, ma):
+    """A -= lr Cᵀ M on the blocks (A, a), (M, ma) of width m, C (B, rows); innermost loop
+    over particles.
 
-    Four batch rows per pass: one load and store of A[k] serve four
+    Four batch rows per pass: one load and store of A's row serve four
     multiply-adds (a pass per row is bound by loads and stores, not FMAs).
     """
     B = C.shape[0]
     for k in range(A.shape[0]):
-        Ak = A[k]
+        Ak = A[k, a:a + m]
         i = 0
         while i + 4 <= B:
             c0, c1, c2, c3 = lr * C[i, k], lr * C[i + 1, k], lr * C[i + 2, k], lr * C[i + 3, k]
-            M0, M1, M2, M3 = M[i], M[i + 1], M[i + 2], M[i + 3]
-            for j in range(Ak.shape[0]):
+            M0, M1 = M[i, ma:ma + m], M[i + 1, ma:ma + m]
+            M2, M3 = M[i + 2, ma:ma + m], M[i + 3, ma:ma + m]
+            for j in range(m):
                 Ak[j] -= (c0 * M0[j] + c1 * M1[j]) + (c2 * M2[j] + c3 * M3[j])
             i += 4
         for i2 in range(i, B):
             c = lr * C[i2, k]
-            Mi = M[i2]
-            for j in range(Ak.shape[0]):
+            Mi = M[i2, ma:ma + m]
+            for j in range(m):
                 Ak[j] -= c * Mi[j]
 
 
 @njit(inline="always", fastmath=True, error_model="numpy", cache=True)
-def _sub_scaled(A, lr, dA):
+def _sub_scaled(A, a, lr, dA, da, m):
     for k in range(A.shape[0]):
-        Ak, dAk = A[k], dA[k]
-        for j in range(Ak.shape[0]):
+        Ak, dAk = A[k, a:a + m], dA[k, da:da + m]
+        for j in range(m):
             Ak[j] -= lr * dAk[j]
 
 
 @njit(inline="always", fastmath=True, error_model="numpy", cache=True)
-def _preact_row(Ub, x, h):
-    """h[j] = Ub[:, j] · x by vectorized passes over the block, four rows of Ub per pass
-    (one load and store of h per four multiply-adds)."""
-    d, m = Ub.shape
+def _preact_row(Ub, ua, x, h):
+    """h[j] = Ub[:, ua + j] · x by vectorized passes over the block, four rows of Ub per
+    pass (one load and store of h per four multiply-adds)."""
+    d, m = Ub.shape[0], h.shape[0]
     k = d % 4
     if k == 0:
         for j in range(m):
             h[j] = 0.0
     elif k == 1:
-        U0, x0 = Ub[0], x[0]
+        U0, x0 = Ub[0, ua:ua + m], x[0]
         for j in range(m):
             h[j] = U0[j] * x0
     elif k == 2:
-        U0, U1, x0, x1 = Ub[0], Ub[1], x[0], x[1]
+        U0, U1, x0, x1 = Ub[0, ua:ua + m], Ub[1, ua:ua + m], x[0], x[1]
         for j in range(m):
             h[j] = U0[j] * x0 + U1[j] * x1
     else:
-        U0, U1, U2, x0, x1, x2 = Ub[0], Ub[1], Ub[2], x[0], x[1], x[2]
+        U0, U1, U2 = Ub[0, ua:ua + m], Ub[1, ua:ua + m], Ub[2, ua:ua + m]
+        x0, x1, x2 = x[0], x[1], x[2]
         for j in range(m):
             h[j] = U0[j] * x0 + U1[j] * x1 + U2[j] * x2
     while k < d:
-        U0, U1, U2, U3 = Ub[k], Ub[k + 1], Ub[k + 2], Ub[k + 3]
+        U0, U1 = Ub[k, ua:ua + m], Ub[k + 1, ua:ua + m]
+        U2, U3 = Ub[k + 2, ua:ua + m], Ub[k + 3, ua:ua + m]
         x0, x1, x2, x3 = x[k], x[k + 1], x[k + 2], x[k + 3]
         for j in range(m):
             h[j] += (U0[j] * x0 + U1[j] * x1) + (U2[j] * x2 + U3[j] * x3)
@@ -331,33 +346,34 @@ def _preact_row(Ub, x, h):
 
 
 @njit(inline="always", fastmath=True, error_model="numpy", cache=True)
-def _preact_pair(Ub, x, y, hx, hy):
-    """hx[j] = Ub[:, j] · x and hy[j] = Ub[:, j] · y in the same passes: each load of four
-    rows of Ub serves both inputs (4 loads, 2 loads and 2 stores per 8 multiply-adds,
-    against 4 + 2 per 4 for one input at a time)."""
-    d, m = Ub.shape
+def _preact_pair(Ub, ua, x, y, hx, hy):
+    """hx[j] = Ub[:, ua + j] · x and hy[j] = Ub[:, ua + j] · y in the same passes: each
+    load of four rows of Ub serves both inputs (4 loads, 2 loads and 2 stores per 8
+    multiply-adds, against 4 + 2 per 4 for one input at a time)."""
+    d, m = Ub.shape[0], hx.shape[0]
     k = d % 4
     if k == 0:
         for j in range(m):
             hx[j] = 0.0
             hy[j] = 0.0
     elif k == 1:
-        U0 = Ub[0]
+        U0 = Ub[0, ua:ua + m]
         for j in range(m):
             hx[j] = U0[j] * x[0]
             hy[j] = U0[j] * y[0]
     elif k == 2:
-        U0, U1 = Ub[0], Ub[1]
+        U0, U1 = Ub[0, ua:ua + m], Ub[1, ua:ua + m]
         for j in range(m):
             hx[j] = U0[j] * x[0] + U1[j] * x[1]
             hy[j] = U0[j] * y[0] + U1[j] * y[1]
     else:
-        U0, U1, U2 = Ub[0], Ub[1], Ub[2]
+        U0, U1, U2 = Ub[0, ua:ua + m], Ub[1, ua:ua + m], Ub[2, ua:ua + m]
         for j in range(m):
             hx[j] = U0[j] * x[0] + U1[j] * x[1] + U2[j] * x[2]
             hy[j] = U0[j] * y[0] + U1[j] * y[1] + U2[j] * y[2]
     while k < d:
-        U0, U1, U2, U3 = Ub[k], Ub[k + 1], Ub[k + 2], Ub[k + 3]
+        U0, U1 = Ub[k, ua:ua + m], Ub[k + 1, ua:ua + m]
+        U2, U3 = Ub[k + 2, ua:ua + m], Ub[k + 3, ua:ua + m]
         x0, x1, x2, x3 = x[k], x[k + 1], x[k + 2], x[k + 3]
         y0, y1, y2, y3 = y[k], y[k + 1], y[k + 2], y[k + 3]
         for j in range(m):
@@ -368,13 +384,13 @@ def _preact_pair(Ub, x, y, hx, hy):
 
 
 @njit(inline="always", fastmath=True, error_model="numpy", cache=True)
-def _row_sums(h, Vb, wb, uniform, tag, ph, acc, c0):
-    """acc[c0 + o] += Σ_j w_j Vb[o, j] φ(h_j); ``ph`` is scratch (it may be h)."""
+def _row_sums(h, Vb, va, wb, uniform, tag, ph, acc, c0):
+    """acc[c0 + o] += Σ_j w_j Vb[o, va + j] φ(h_j); ``ph`` is scratch (it may be h)."""
     do = Vb.shape[0]
     m = h.shape[0]
     if uniform and piecewise_linear(tag):
         for o in range(do):
-            acc[c0 + o] += wb[0] * phi_dot(tag, h, Vb[o])
+            acc[c0 + o] += wb[0] * phi_dot(tag, h, Vb[o, va:va + m])
         return
     phi_values(tag, h, ph)
     if not uniform:
@@ -383,22 +399,22 @@ def _row_sums(h, Vb, wb, uniform, tag, ph, acc, c0):
     scale = wb[0] if uniform else 1.0
     for o in range(do):
         s = 0.0
-        Vo = Vb[o]
+        Vo = Vb[o, va:va + m]
         for j in range(m):
             s += Vo[j] * ph[j]
         acc[c0 + o] += scale * s
 
 
 @njit(inline="always", fastmath=True, error_model="numpy", cache=True)
-def _sums_of_rows(H, Vb, wb, uniform, tag, ph, acc, col):
+def _sums_of_rows(H, Vb, va, wb, uniform, tag, ph, acc, col):
     """_row_sums for every row of the pre-activations H (H is left as it is)."""
     for i in range(H.shape[0]):
-        _row_sums(H[i], Vb, wb, uniform, tag, ph, acc, col + i * Vb.shape[0])
+        _row_sums(H[i], Vb, va, wb, uniform, tag, ph, acc, col + i * Vb.shape[0])
 
 
 @njit(fastmath=True, error_model="numpy", cache=True)
-def _forward_sums(Ub, X, Vb, wb, uniform, tag, use_blas, ph, ph2, acc, col):
-    """acc[col + i*d_out + o] += Σ_j w_j Vb[o, j] φ(Ub[:, j] · X[i])  for each input row i.
+def _forward_sums(Ub, Vb, a, X, wb, uniform, tag, use_blas, ph, ph2, acc, col):
+    """acc[col + i*d_out + o] += Σ_j w_j Vb[o, a+j] φ(Ub[:, a+j] · X[i])  for each input i.
 
     Small d: each row's pre-activations are built in the scratch ``ph`` and
     φ is applied there in place (no (n, m) array, no φ′); from BLAS_MIN_D on
@@ -409,29 +425,30 @@ def _forward_sums(Ub, X, Vb, wb, uniform, tag, use_blas, ph, ph2, acc, col):
     (measured: tanh 1.4 ns two-pass vs 3.4 fused).  From PAIR_MIN_D on the
     rows are built two at a time (_preact_pair), in ``ph`` and ``ph2``.
     """
-    do, n = Vb.shape[0], X.shape[0]
+    do, n, m = Vb.shape[0], X.shape[0], ph.shape[0]
     if use_blas:
-        _sums_of_rows(_preacts(Ub, X, True), Vb, wb, uniform, tag, ph, acc, col)
+        _sums_of_rows(_preacts(Ub, a, m, X, True), Vb, a, wb, uniform, tag, ph, acc, col)
         return
     i = 0
     if X.shape[1] >= PAIR_MIN_D:        # two inputs per pass over Z^U (ph2: their scratch)
         while i + 1 < n:
-            _preact_pair(Ub, X[i], X[i + 1], ph, ph2)
-            _row_sums(ph, Vb, wb, uniform, tag, ph, acc, col + i * do)
-            _row_sums(ph2, Vb, wb, uniform, tag, ph2, acc, col + (i + 1) * do)
+            _preact_pair(Ub, a, X[i], X[i + 1], ph, ph2)
+            _row_sums(ph, Vb, a, wb, uniform, tag, ph, acc, col + i * do)
+            _row_sums(ph2, Vb, a, wb, uniform, tag, ph2, acc, col + (i + 1) * do)
             i += 2
     while i < n:
-        _preact_row(Ub, X[i], ph)
-        _row_sums(ph, Vb, wb, uniform, tag, ph, acc, col + i * do)
+        _preact_row(Ub, a, X[i], ph)
+        _row_sums(ph, Vb, a, wb, uniform, tag, ph, acc, col + i * do)
         i += 1
 
 
 @njit(fastmath=True, error_model="numpy", cache=True)
-def _forward_sums_keep(Ub, X, Vb, wb, uniform, tag, use_blas, ph, ph2, cache, a0, acc, col):
+def _forward_sums_keep(Ub, Vb, a, X, wb, uniform, tag, use_blas, ph, ph2, cache, a0, acc,
+                       col):
     """_forward_sums that also keeps φ(Ub·X[i]) and φ′ in the cache's columns a0.. of
     row i: the next sweep's update reads them instead of recomputing."""
-    do, m, n = Vb.shape[0], Ub.shape[1], X.shape[0]
-    H = _preacts(Ub, X, True) if use_blas else np.empty((0, m))
+    do, n, m = Vb.shape[0], X.shape[0], ph.shape[0]
+    H = _preacts(Ub, a, m, X, True) if use_blas else np.empty((0, m))
     pairs = not use_blas and X.shape[1] >= PAIR_MIN_D
     for i in range(n):
         Pi = cache[0, i, a0:a0 + m]
@@ -440,21 +457,21 @@ def _forward_sums_keep(Ub, X, Vb, wb, uniform, tag, use_blas, ph, ph2, cache, a0
         elif pairs and i % 2 == 1:      # built with the row before it
             h = ph2
         elif pairs and i + 1 < n:
-            _preact_pair(Ub, X[i], X[i + 1], ph, ph2)
+            _preact_pair(Ub, a, X[i], X[i + 1], ph, ph2)
             h = ph
         else:
-            _preact_row(Ub, X[i], ph)
+            _preact_row(Ub, a, X[i], ph)
             h = ph
         phi_arrays(tag, h, Pi, cache[1, i, a0:a0 + m])
         for o in range(do):
             s = 0.0
-            Vo = Vb[o]
+            Vo = Vb[o, a:a + m]
             if uniform:
-                for j in range(Pi.shape[0]):
+                for j in range(m):
                     s += Vo[j] * Pi[j]
                 s *= wb[0]
             else:
-                for j in range(Pi.shape[0]):
+                for j in range(m):
                     s += wb[j] * Vo[j] * Pi[j]
             acc[col + i * do + o] += s
 
@@ -509,13 +526,33 @@ def _store_block(Ab, A, a0):
         A[k, a0:a0 + m] = Ab[k, :]
 
 
+def block_of(A, a0, m, copy):
+    """(rows, offset, copied): how the kernel reads the columns a0 .. a0+m of A."""
+    raise NotImplementedError("only callable from Numba-compiled code")
+
+
+@overload(block_of, jit_options=_FAST)
+def _block_of_for(A, a0, m, copy):
+    """float64 storage is read and written in place, (A, a0), unless ``copy`` (the gemm
+    path, whose np.dot needs a contiguous 2-d block); other storage dtypes are copied
+    into float64 scratch, (copy, 0), and written back after the update."""
+    if A.dtype == types.float64:
+        def in_place(A, a0, m, copy):
+            if copy:
+                return _load_block(A, a0, m), 0, True
+            return A, a0, False
+        return in_place
+    return lambda A, a0, m, copy: (_load_block(A, a0, m), 0, True)
+
+
 @njit(parallel=True, fastmath=True, error_model="numpy", cache=True)
 def sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out, SU, SV, hp,
           cache, cached):
     """One fused step; see the module docstring.  ``out`` must be zeroed, shape (nblocks, K).
 
-    SU (k, d, N), SV (k, d_out, N): the optimizer's per-particle state (k = 0 plain
-    SGD, 1 heavy ball, 2 Adam), updated in place; ``hp``: hyperparameters (HP).
+    U, V, U0, SU, SV share one storage dtype.  SU (k, d, N), SV (k, d_out, N): the
+    optimizer's per-particle state (k = 0 plain SGD, 1 heavy ball, 2 Adam), updated
+    in place; ``hp``: hyperparameters (HP).
 
     ``cache`` (2, B', N) float64, B' = 0 for none: the forward pass of the next
     batch leaves φ(Z^U ξ) and φ′(Z^U ξ) of its rows there, and with ``cached`` the
@@ -523,10 +560,13 @@ def sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out, 
     Z^U it now updates) instead of recomputing them: B φ evaluations and B·d
     multiply-adds per particle fewer, 4B floats of memory traffic more.
 
-    Each block is first copied into C-ordered float64 scratch: a column
-    slice ``U[:, a0:a1]`` is a non-contiguous view whose rows Numba can only
-    read with run-time strides, which stops every particle loop from
-    vectorizing (measured 2.5x slower); the copy costs one pass.
+    Rows are read as 1-d slices ``U[k, a0:a0 + m]``, which Numba types as
+    contiguous, so every particle loop vectorizes; the 2-d slice
+    ``U[:, a0:a0 + m]`` would not (its rows get run-time strides, measured 2.5x
+    slower).  Float64 particles are updated where they lie: the first pass over
+    a block pulls it from memory while it computes, and modified lines go back
+    as the cache evicts them.  Float32 storage (and the gemm path) copies each
+    block into float64 scratch and back, one pass each way (see block_of).
     """
     d, N = U.shape
     do = V.shape[0]
@@ -539,44 +579,42 @@ def sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out, 
     for bi in prange(nb):
         a0 = bi * block
         m = min(N, a0 + block) - a0
-        Ub = _load_block(U, a0, m)
-        Vb = _load_block(V, a0, m)
+        Ub, pa, copied = block_of(U, a0, m, use_blas)
+        Vb = block_of(V, a0, m, use_blas)[0]      # the same dtype: the same offset pa
         wb = w[a0:a0 + m] if not uniform else w[:1]
         acc = out[bi]
         ph = np.empty(m)
         D = np.empty(m)
         if Xb.shape[0] > 0:
-            S0u = _load_block(SU[0], a0, m) if mode > 0 else Ub
-            S0v = _load_block(SV[0], a0, m) if mode > 0 else Vb
-            S1u = _load_block(SU[1], a0, m) if mode > 1 else Ub
-            S1v = _load_block(SV[1], a0, m) if mode > 1 else Vb
-            B = Xb.shape[0]
-            # C-ordered copies: the update's loops vectorize only over contiguous rows
-            CP = _load_block(cache[0, :B], a0, m) if cached else np.empty((0, m))
-            CD = _load_block(cache[1, :B], a0, m) if cached else CP
-            _update_block(Ub, Vb, tag, Xb, chi, step_u, step_v, D, use_blas, S0u, S0v, S1u,
-                          S1v, mode, hp, CP, CD)
-            _store_block(Ub, U, a0)
-            _store_block(Vb, V, a0)
-            if mode > 0:
-                _store_block(S0u, SU[0], a0)
-                _store_block(S0v, SV[0], a0)
-            if mode > 1:
-                _store_block(S1u, SU[1], a0)
-                _store_block(S1v, SV[1], a0)
+            S0u = block_of(SU[0], a0, m, use_blas)[0] if mode > 0 else Ub
+            S0v = block_of(SV[0], a0, m, use_blas)[0] if mode > 0 else Vb
+            S1u = block_of(SU[1], a0, m, use_blas)[0] if mode > 1 else Ub
+            S1v = block_of(SV[1], a0, m, use_blas)[0] if mode > 1 else Vb
+            _update_block(Ub, Vb, S0u, S0v, S1u, S1v, pa, m, tag, Xb, chi, step_u, step_v,
+                          D, use_blas, mode, hp, cache, a0, cached)
+            if copied:
+                _store_block(Ub, U, a0)
+                _store_block(Vb, V, a0)
+                if mode > 0:
+                    _store_block(S0u, SU[0], a0)
+                    _store_block(S0v, SV[0], a0)
+                if mode > 1:
+                    _store_block(S1u, SU[1], a0)
+                    _store_block(S1v, SV[1], a0)
         # D is free again here: the forward passes use it as their second scratch row
         if keep:
-            _forward_sums_keep(Ub, Xn, Vb, wb, uniform, tag, use_blas, ph, D, cache, a0, acc,
-                               0)
+            _forward_sums_keep(Ub, Vb, pa, Xn, wb, uniform, tag, use_blas, ph, D, cache, a0,
+                               acc, 0)
         else:
-            _forward_sums(Ub, Xn, Vb, wb, uniform, tag, use_blas, ph, D, acc, 0)
+            _forward_sums(Ub, Vb, pa, Xn, wb, uniform, tag, use_blas, ph, D, acc, 0)
         if stats and E > 0:             # the eval pre-activations serve both sums
-            He = _preacts(Ub, Xe, use_blas)
-            _sums_of_rows(He, Vb, wb, uniform, tag, ph, acc, Bn * do)
-            H0 = _preacts(_load_block(U0, a0, m), Xe, use_blas)
+            He = _preacts(Ub, pa, m, Xe, use_blas)
+            _sums_of_rows(He, Vb, pa, wb, uniform, tag, ph, acc, Bn * do)
+            U0b, u0a, _ = block_of(U0, a0, m, use_blas)
+            H0 = _preacts(U0b, u0a, m, Xe, use_blas)
             _stats_block(He, H0, wb, uniform, tag, D, acc, (Bn + E) * do)
         else:
-            _forward_sums(Ub, Xe, Vb, wb, uniform, tag, use_blas, ph, D, acc, Bn * do)
+            _forward_sums(Ub, Vb, pa, Xe, wb, uniform, tag, use_blas, ph, D, acc, Bn * do)
 
 
 def warm_up(tag, dtype) -> None:
