@@ -311,25 +311,67 @@ def _sub_outer(A, a, m, lr, C, M, ma):
     """A -= lr Cᵀ M on the blocks (A, a), (M, ma) of width m, C (B, rows); innermost loop
     over particles.
 
-    Four batch rows per pass: one load and store of A's row serve four
-    multiply-adds (a pass per row is bound by loads and stores, not FMAs).
+    Four rows of A and four batch rows per pass: each load of a row of M serves
+    four rows of A, and one load and store of a row of A serves four
+    multiply-adds.  A row of A is applied the batch rows in the same order and
+    grouping as _sub_row_outer, so the result does not depend on which rows
+    went four at a time.  Four rows of A together also keep four memory streams
+    in flight where A is first read here (see _times_rows).
     """
-    B = C.shape[0]
-    for k in range(A.shape[0]):
-        Ak = A[k, a:a + m]
+    B, R = C.shape[0], A.shape[0]
+    k = 0
+    while k + 4 <= R:
+        A0, A1 = A[k, a:a + m], A[k + 1, a:a + m]
+        A2, A3 = A[k + 2, a:a + m], A[k + 3, a:a + m]
         i = 0
         while i + 4 <= B:
-            c0, c1, c2, c3 = lr * C[i, k], lr * C[i + 1, k], lr * C[i + 2, k], lr * C[i + 3, k]
             M0, M1 = M[i, ma:ma + m], M[i + 1, ma:ma + m]
             M2, M3 = M[i + 2, ma:ma + m], M[i + 3, ma:ma + m]
+            c00, c01, c02, c03 = lr * C[i, k], lr * C[i + 1, k], lr * C[i + 2, k], lr * C[i + 3, k]
+            c10, c11 = lr * C[i, k + 1], lr * C[i + 1, k + 1]
+            c12, c13 = lr * C[i + 2, k + 1], lr * C[i + 3, k + 1]
+            c20, c21 = lr * C[i, k + 2], lr * C[i + 1, k + 2]
+            c22, c23 = lr * C[i + 2, k + 2], lr * C[i + 3, k + 2]
+            c30, c31 = lr * C[i, k + 3], lr * C[i + 1, k + 3]
+            c32, c33 = lr * C[i + 2, k + 3], lr * C[i + 3, k + 3]
             for j in range(m):
-                Ak[j] -= (c0 * M0[j] + c1 * M1[j]) + (c2 * M2[j] + c3 * M3[j])
+                m0, m1, m2, m3 = M0[j], M1[j], M2[j], M3[j]
+                A0[j] -= (c00 * m0 + c01 * m1) + (c02 * m2 + c03 * m3)
+                A1[j] -= (c10 * m0 + c11 * m1) + (c12 * m2 + c13 * m3)
+                A2[j] -= (c20 * m0 + c21 * m1) + (c22 * m2 + c23 * m3)
+                A3[j] -= (c30 * m0 + c31 * m1) + (c32 * m2 + c33 * m3)
             i += 4
         for i2 in range(i, B):
-            c = lr * C[i2, k]
             Mi = M[i2, ma:ma + m]
+            c0, c1, c2, c3 = lr * C[i2, k], lr * C[i2, k + 1], lr * C[i2, k + 2], lr * C[i2, k + 3]
             for j in range(m):
-                Ak[j] -= c * Mi[j]
+                mi = Mi[j]
+                A0[j] -= c0 * mi
+                A1[j] -= c1 * mi
+                A2[j] -= c2 * mi
+                A3[j] -= c3 * mi
+        k += 4
+    for k2 in range(k, R):
+        _sub_row_outer(A[k2, a:a + m], lr, C, k2, M, ma)
+
+
+@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
+def _sub_row_outer(Ak, lr, C, k, M, ma):
+    """Ak -= lr Σ_i C[i, k] M[i] for one row of A, four batch rows per pass."""
+    B, m = C.shape[0], Ak.shape[0]
+    i = 0
+    while i + 4 <= B:
+        c0, c1, c2, c3 = lr * C[i, k], lr * C[i + 1, k], lr * C[i + 2, k], lr * C[i + 3, k]
+        M0, M1 = M[i, ma:ma + m], M[i + 1, ma:ma + m]
+        M2, M3 = M[i + 2, ma:ma + m], M[i + 3, ma:ma + m]
+        for j in range(m):
+            Ak[j] -= (c0 * M0[j] + c1 * M1[j]) + (c2 * M2[j] + c3 * M3[j])
+        i += 4
+    for i2 in range(i, B):
+        c = lr * C[i2, k]
+        Mi = M[i2, ma:ma + m]
+        for j in range(m):
+            Ak[j] -= c * Mi[j]
 
 
 @njit(inline="always", fastmath=True, error_model="numpy", cache=True)
