@@ -195,7 +195,7 @@ def _preacts(Ub, ua, m, X, use_blas):
     return H
 
 
-@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
+@njit(fastmath=True, error_model="numpy", cache=True)
 def _decay_into(M, Z, a, m, mu, shrink):
     """M ← μ M + δ Z on a block (the heavy-ball buffer before the gradient increment joins it)."""
     for k in range(M.shape[0]):
@@ -204,7 +204,7 @@ def _decay_into(M, Z, a, m, mu, shrink):
             Mk[j] = mu * Mk[j] + shrink * Zk[j]
 
 
-@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
+@njit(fastmath=True, error_model="numpy", cache=True)
 def _adam_into(Z, M, V, a, Gr, b1, b2, eps, bias1, bias2, lr, shrink):
     """Adam on every entry of a block: moments (M, V) of the gradient Gr (scratch), then
     Z ← (1 − δ) Z − lr m̂/(√v̂ + ε); an entry that has seen only zero gradients with
@@ -280,7 +280,7 @@ def _update_block(Ub, Vb, S0u, S0v, S1u, S1v, pa, m, tag, Xb, chi, step_u, step_
         _adam_into(Vb, S0v, S1v, pa, TV, hp[3], hp[4], hp[5], hp[6], hp[7], hp[9], hp[2])
 
 
-@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
+@njit(fastmath=True, error_model="numpy", cache=True)
 def _times_rows(G, M, ma):
     """G[i] *= M[i, ma:ma + m] for every row i, four rows per pass.
 
@@ -306,7 +306,7 @@ def _times_rows(G, M, ma):
             Gi[j] *= Mi[j]
 
 
-@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
+@njit(fastmath=True, error_model="numpy", cache=True)
 def _sub_outer(A, a, m, lr, C, M, ma):
     """A -= lr Cᵀ M on the blocks (A, a), (M, ma) of width m, C (B, rows); innermost loop
     over particles.
@@ -355,7 +355,7 @@ def _sub_outer(A, a, m, lr, C, M, ma):
         _sub_row_outer(A[k2, a:a + m], lr, C, k2, M, ma)
 
 
-@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
+@njit(fastmath=True, error_model="numpy", cache=True)
 def _sub_row_outer(Ak, lr, C, k, M, ma):
     """Ak -= lr Σ_i C[i, k] M[i] for one row of A, four batch rows per pass."""
     B, m = C.shape[0], Ak.shape[0]
@@ -374,7 +374,7 @@ def _sub_row_outer(Ak, lr, C, k, M, ma):
             Ak[j] -= c * Mi[j]
 
 
-@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
+@njit(fastmath=True, error_model="numpy", cache=True)
 def _sub_scaled(A, a, lr, dA, da, m):
     for k in range(A.shape[0]):
         Ak, dAk = A[k, a:a + m], dA[k, da:da + m]
@@ -382,7 +382,7 @@ def _sub_scaled(A, a, lr, dA, da, m):
             Ak[j] -= lr * dAk[j]
 
 
-@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
+@njit(fastmath=True, error_model="numpy", cache=True)
 def _preact_row(Ub, ua, x, h):
     """h[j] = Ub[:, ua + j] · x by vectorized passes over the block, four rows of Ub per
     pass (one load and store of h per four multiply-adds)."""
@@ -413,7 +413,7 @@ def _preact_row(Ub, ua, x, h):
         k += 4
 
 
-@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
+@njit(fastmath=True, error_model="numpy", cache=True)
 def _preact_pair(Ub, ua, x, y, hx, hy):
     """hx[j] = Ub[:, ua + j] · x and hy[j] = Ub[:, ua + j] · y in the same passes: each
     load of four rows of Ub serves both inputs (4 loads, 2 loads and 2 stores per 8
@@ -578,7 +578,7 @@ def _stats_block(H, H0, wb, uniform, tag, D, acc, col):
                 acc[base + f * E + e] += s
 
 
-@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
+@njit(fastmath=True, error_model="numpy", cache=True)
 def _load_block(A, a0, m):
     """float64 C-ordered copy of the columns a0 .. a0+m of A (rows copied as 1-d C slices)."""
     Ab = np.empty((A.shape[0], m))
@@ -587,7 +587,7 @@ def _load_block(A, a0, m):
     return Ab
 
 
-@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
+@njit(fastmath=True, error_model="numpy", cache=True)
 def _store_block(Ab, A, a0):
     m = Ab.shape[1]
     for k in range(A.shape[0]):
@@ -613,6 +613,17 @@ def _block_of_for(A, a0, m, copy):
     return lambda A, a0, m, copy: (_load_block(A, a0, m), 0, True)
 
 
+def same_storage(U, V, U0, SU, SV):
+    """Whether the particle arrays share one dtype (a compile-time constant)."""
+    raise NotImplementedError("only callable from Numba-compiled code")
+
+
+@overload(same_storage, inline="always")
+def _same_storage_for(U, V, U0, SU, SV):
+    value = len({a.dtype for a in (U, V, U0, SU, SV)}) == 1
+    return lambda U, V, U0, SU, SV: value
+
+
 @njit(parallel=True, fastmath=True, error_model="numpy", cache=True)
 def sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out, SU, SV, hp,
           cache, cached):
@@ -636,6 +647,9 @@ def sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out, 
     as the cache evicts them.  Float32 storage (and the gemm path) copies each
     block into float64 scratch and back, one pass each way (see block_of).
     """
+    if not same_storage(U, V, U0, SU, SV):
+        # one dtype means one copy-or-in-place choice, so one block offset for all
+        raise TypeError("sweep: U, V, U0, SU and SV must share one storage dtype")
     d, N = U.shape
     do = V.shape[0]
     Bn, E = Xn.shape[0], Xe.shape[0]
