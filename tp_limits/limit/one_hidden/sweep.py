@@ -239,10 +239,9 @@ def _update_block(Ub, Vb, S0u, S0v, S1u, S1v, pa, m, tag, Xb, chi, step_u, step_
     P = np.empty((0 if cached else B, m))
     P_rows, pr = (cache[0], ca) if cached else (P, 0)
     G = np.empty((B, m))
-    sv = np.empty(m)
     # innermost loops run over particles j, so they vectorize
     for i in range(B):
-        Gi = G[i] if cached else sv         # G_i = χ_iᵀ Z^{nV}, times φ′_i below
+        Gi = G[i]                           # G_i = χ_iᵀ Z^{nV}, times φ′_i below
         Gi[:] = 0.0
         for o in range(do):
             c = chi[i, o]
@@ -251,9 +250,8 @@ def _update_block(Ub, Vb, S0u, S0v, S1u, S1v, pa, m, tag, Xb, chi, step_u, step_
                 Gi[j] += c * Vo[j]
         if not cached:
             phi_arrays(tag, H[i], P[i], D)
-            Gi = G[i]
             for j in range(m):
-                Gi[j] = sv[j] * D[j]
+                Gi[j] *= D[j]
     if cached:
         _times_rows(G, cache[1], ca)
     if mode == 1:                      # both buffers from the old particles, then move
