@@ -92,3 +92,32 @@ def test_a_diverged_replicate_is_reported():
     runs[2].diverged, runs[2].completed = {"step": 2, "layer": None, "quantity": "output f"}, 2
     out = combine(runs, 3)
     assert out.diverged == runs[2].diverged and out.completed == 2 and out.se_dof == 2
+
+
+@pytest.mark.parametrize("L, module, name", [
+    (1, "tp_limits.limit.one_hidden.engine", "random_particles"),
+    (2, "tp_limits.limit.deep.engine", "DeepRun")])
+@pytest.mark.parametrize("stop_at", [1, 3])
+def test_ctrl_c_while_a_replicate_draws_its_particles(monkeypatch, L, module, name, stop_at):
+    """Ctrl-C between two replicates' step loops (while the next draws its particles) keeps
+    the replicates already finished, and a trajectory that says it was interrupted."""
+    import importlib
+    mod = importlib.import_module(module)
+    original, calls = getattr(mod, name), {"n": 0}
+
+    def draw(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == stop_at:
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(mod, name, draw)
+    tr = tp.simulate_limit(tp.MLP(tp.mup(L), 2, 1), d1(), particles=1_000, replicates=4,
+                           method="monte_carlo")
+    assert tr.meta["interrupted"] and calls["n"] == stop_at
+    done = stop_at - 1
+    if done:
+        assert tr.meta["replicates_completed"] == done and tr.se_dof == done - 1
+        assert tr.meta["completed_steps"] == d1().steps and np.all(np.isfinite(tr.f_eval))
+    else:
+        assert tr.meta["completed_steps"] == 0

@@ -86,7 +86,13 @@ def run_replicates(run_one, seed: int, replicates: int, task=None, workers: int 
                 terminate(pool)
     else:
         for ss in seeds:
-            runs.append(run_one(np.random.default_rng(ss)))
+            try:
+                runs.append(run_one(np.random.default_rng(ss)))
+            except KeyboardInterrupt:
+                # Ctrl-C while a replicate drew its particles, before its own step loop
+                # (which keeps partial work) had started: keep the replicates already done
+                interrupted = True
+                break
             if runs[-1].interrupted or runs[-1].diverged:
                 break
     bad = [i for i, r in enumerate(runs) if r.interrupted or r.diverged]
