@@ -33,7 +33,7 @@ from numba import njit, prange
 from tp_limits.limit.one_hidden.columns import n_columns
 from tp_limits.limit.one_hidden.fastmath import fast_tanh
 from tp_limits.limit.one_hidden.state import hyperparameters
-from tp_limits.limit.one_hidden.sweep import block_size, phi_tag, sweep
+from tp_limits.limit.one_hidden.sweep import block_size, cache_planes, phi_tag, sweep
 from tp_limits.limit.one_hidden.sweep_numpy import sweep_numpy
 
 
@@ -93,11 +93,13 @@ def fmas(d: int, B: int, E: int, d_out: int = 1, cached: bool = False) -> int:
     return (B + E + (0 if cached else B)) * d + B * d + (3 * B + E) * d_out
 
 
-def roofline(bw, ns, peak, d, B, E, cached=False):
-    """(bandwidth bound, compute floor) in particle-steps/s.  The cache adds 4B float64
-    of traffic per particle (φ, φ′ written by one sweep, read by the next) and removes
-    B φ evaluations."""
-    bound = bw / (16 * (d + 1) + (32 * B if cached else 0))
+def roofline(bw, ns, peak, d, B, E, cached=False, planes=None):
+    """(bandwidth bound, compute floor) in particle-steps/s.  The cache adds
+    2·planes·B float64 of traffic per particle (φ, and φ′ where it does not follow
+    from φ: ``cache_planes``, written by one sweep, read by the next) and removes B
+    φ evaluations."""
+    planes = cache_planes("tanh") if planes is None else planes
+    bound = bw / (16 * (d + 1) + (16 * planes * B if cached else 0))
     n_phi = B + E + (0 if cached else B)
     compute = 1.0 / (n_phi * ns * 1e-9 + fmas(d, B, E, cached=cached) / peak)
     return bound, compute
@@ -118,7 +120,7 @@ def run(N, d, B, E, numpy_too):
     block = block_size(d, 1, B, E, N)
     nb = (N + block - 1) // block
     out = np.zeros((nb, n_columns(B, E, 1, False)))
-    no_cache, cache = np.zeros((2, 0, 1)), np.zeros((2, B, N))
+    no_cache, cache = np.zeros((2, 0, 1)), np.zeros((cache_planes("tanh"), B, N))
 
     def numba_step(c, cached):
         out[:] = 0.0

@@ -5,7 +5,12 @@ from conftest import D1, N2, agree, d1, within_se
 
 import tp_limits as tp
 from tp_limits.limit.one_hidden import engine as one_hidden
-from tp_limits.limit.one_hidden.sweep import BLAS_MIN_D
+from tp_limits.limit.one_hidden.sweep import (
+    BLAS_MIN_D,
+    CACHE_MIN_D,
+    cache_pays,
+    cache_planes,
+)
 
 
 def within_limit_se(mc, reference):
@@ -300,23 +305,41 @@ def test_sampler_choices_are_checked_before_work():
     assert tp.simulate_limit(net, d1(), particles=3000, replicates=2).meta["particles"] == 4096
 
 
-@pytest.mark.parametrize("kernel, opt", [("numba", "sgd"), ("numba", "adam"), ("numpy", "sgd")])
-def test_phi_cache_between_sweeps_changes_nothing(kernel, opt, monkeypatch):
-    """From d = CACHE_MIN_D on, each sweep keeps φ, φ′ of the next batch for the next
-    update; a run with it equals the run without it to rounding."""
+@pytest.mark.parametrize("kernel, opt, phi, d", [
+    ("numba", "sgd", "tanh", 3), ("numba", "adam", "tanh", 3), ("numpy", "sgd", "tanh", 3),
+    ("numba", "sgd", "gelu", 2), ("numpy", "sgd", "gelu", 2),
+    ("numba", "sgd", "relu", CACHE_MIN_D)])
+def test_phi_cache_between_sweeps_changes_nothing(kernel, opt, phi, d, monkeypatch):
+    """Where it pays, each sweep keeps φ (tanh, relu: φ alone) or φ and φ′ (gelu) of the
+    next batch for the next update; a run with it equals the run without it to
+    rounding."""
     rng = np.random.default_rng(8)
-    d = one_hidden.CACHE_MIN_D
     X, Y = rng.standard_normal((10, d)) / np.sqrt(d), rng.standard_normal((10, 2))
     adam = opt == "adam"
-    net = tp.MLP(tp.mup(1, optimizer="adam") if adam else tp.mup(1), d, 2, phi="tanh")
+    net = tp.MLP(tp.mup(1, optimizer="adam") if adam else tp.mup(1), d, 2, phi=phi)
     r = tp.Routine(X, Y, lr=0.05 if adam else 0.5, batch_size=2, steps=5,
                    optimizer=tp.Adam(weight_decay=0.1) if adam else tp.SGD(momentum=0.5),
                    eval_inputs=X[:3])
     kw = dict(particles=3000, replicates=1, seed=2, kernel=kernel)
     on = tp.simulate_limit(net, r, **kw)
-    monkeypatch.setattr(one_hidden, "CACHE_MIN_D", d + 1)
+    monkeypatch.setattr(one_hidden, "cache_pays", lambda phi, d: False)
     off = tp.simulate_limit(net, r, **kw)
     assert on.meta["phi_cache"] and not off.meta["phi_cache"]
     np.testing.assert_allclose(on.f_eval, off.f_eval, rtol=1e-11, atol=1e-13)
     np.testing.assert_allclose(on.stats["dh_rms"], off.stats["dh_rms"], rtol=1e-11, atol=1e-13)
     assert not np.allclose(on.f_eval[-1], on.f_eval[0])
+
+
+@pytest.mark.parametrize("phi, d, cached", [("tanh", 1, True), ("tanh", 2, True),
+                                            ("gelu", 1, True), ("relu", 2, False),
+                                            ("relu", 8, True), ("id", 4, False)])
+def test_phi_cache_where_it_pays(phi, d, cached):
+    """The cache is kept for every φ that costs an evaluation, and for the piecewise-linear
+    φ (id, relu) only from CACHE_MIN_D on; tanh keeps φ alone (one plane)."""
+    assert cache_pays(phi, d) is cached
+    assert cache_pays("relu", CACHE_MIN_D) and not cache_pays("relu", CACHE_MIN_D - 1)
+    assert cache_planes("tanh") == 1 and cache_planes("gelu") == 2
+    net = tp.MLP(tp.mup(1), d, 1, phi=phi)
+    r = tp.Routine(np.ones((4, d)) / d, np.ones((4, 1)), lr=0.1, batch_size=2, steps=2)
+    tr = tp.simulate_limit(net, r, particles=1000, replicates=1, method="monte_carlo")
+    assert tr.meta["phi_cache"] is cached

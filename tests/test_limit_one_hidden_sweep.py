@@ -19,7 +19,10 @@ from tp_limits.limit.one_hidden.sweep import (
     BLAS_MIN_D,
     PHI_CODES,
     block_of,
+    cache_planes,
+    dphi_of_value,
     phi_arrays,
+    phi_dphi,
     phi_tag,
     sweep,
 )
@@ -158,7 +161,8 @@ def test_phi_cache_gives_the_uncached_sweeps(phi, d, B, k, weighted):
     U, V, U0 = _random_state(rng, d, do, N)
     w = rng.uniform(0, 2 / N, N) if weighted else np.full(1, 1 / N)
     SU, SV = 0.1 * np.abs(rng.standard_normal((k, d, N))), 0.1 * np.abs(rng.standard_normal((k, do, N)))
-    runs = {name: [U.copy(), V.copy(), SU.copy(), SV.copy(), np.full((2, B, N), np.nan)]
+    planes = cache_planes(phi)              # φ alone where φ′ follows from it
+    runs = {name: [U.copy(), V.copy(), SU.copy(), SV.copy(), np.full((planes, B, N), np.nan)]
             for name in ("cached", "plain", "twin")}
     nb = (N + block - 1) // block
     batches = [rng.standard_normal((B, d)) for _ in range(4)]
@@ -185,6 +189,29 @@ def test_phi_cache_gives_the_uncached_sweeps(phi, d, B, k, weighted):
             assert np.allclose(a, b, rtol=1e-11, atol=1e-13)
     assert np.allclose(runs["cached"][4], runs["twin"][4], rtol=1e-12, atol=1e-13)
     assert not np.allclose(runs["cached"][0], U)          # the particles did move
+
+
+@njit(fastmath=True, error_model="numpy")
+def _dphi_both_ways(tag, x):
+    """(φ′(x) as phi_dphi computes it, φ′ recovered from the value φ(x))."""
+    direct, recovered = np.empty_like(x), np.empty_like(x)
+    for j in range(x.shape[0]):
+        p, dp = phi_dphi(tag, x[j])
+        direct[j] = dp
+        recovered[j] = dphi_of_value(tag, p)
+    return direct, recovered
+
+
+@pytest.mark.parametrize("phi", sorted(PHI_CODES))
+def test_phi_alone_in_the_cache_gives_the_same_derivative(phi):
+    """Where the cache keeps φ alone, the update's φ′ recovered from the cached value is
+    bit for bit the φ′ the uncached update computes; the other φ keep both planes."""
+    x = np.concatenate([np.linspace(-8, 8, 4001), [0.0, -0.0, 1e-300, -1e-300, 30.0]])
+    if cache_planes(phi) == 2:
+        assert phi in ("gelu", "erf", "softplus")
+        return
+    direct, recovered = _dphi_both_ways(phi_tag(phi), x)
+    assert np.array_equal(direct, recovered)
 
 
 def test_sweep_independent_of_thread_count():

@@ -25,3 +25,13 @@ def test_nonlinearity_values():
     assert np.allclose(NONLINEARITIES["softplus"].phi(np.array([800.0, -800.0]), NP), [800.0, 0.0])
     assert np.allclose(NONLINEARITIES["sigmoid"].phi(np.array([-800.0, 0.0]), NP), [0.0, 0.5])
     assert NONLINEARITIES["relu"].homogeneous and not NONLINEARITIES["tanh"].homogeneous
+
+
+@pytest.mark.parametrize("name", sorted(n for n, nl in NONLINEARITIES.items()
+                                        if nl.dphi_of_value is not None))
+def test_derivative_from_the_value(name):
+    """dphi_of_value(φ(x)) is φ′(x), at the kink and far in the tails too."""
+    nl = NONLINEARITIES[name]
+    x = np.concatenate([np.linspace(-40, 40, 8001), [0.0, -0.0, 1e-300, -1e-300]])
+    assert np.allclose(nl.dphi_of_value(nl.phi(x, NP), NP), nl.dphi(x, NP), rtol=1e-15,
+                       atol=1e-16)

@@ -5,7 +5,10 @@ NumPy and CuPy.  ``homogeneous`` marks positively 1-homogeneous φ
 (φ(s x) = s φ(x) for s > 0), for which the init-scale alignment of
 :class:`tp_limits.spec.MLP` (``output_scale``) is exact.  ``smooth`` is False
 for a φ with a kink (relu): its φ″ is a point mass that ``d2phi`` cannot
-represent, which matters to estimators built on φ″.
+represent, which matters to estimators built on φ″.  ``dphi_of_value`` gives
+φ′(x) from the value p = φ(x) where φ′ is a function of φ alone (tanh: 1 − p²,
+sigmoid: p(1 − p), relu: 1[p > 0], id: 1), else None: the one-hidden-layer
+kernel then keeps only φ between sweeps (docs/performance.md).
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ class Nonlinearity:
     d2phi: Callable
     homogeneous: bool = False
     smooth: bool = True
+    dphi_of_value: Callable | None = None
 
 
 def _sigmoid(x, b):
@@ -75,18 +79,22 @@ def _sigmoid_d2(x, b):
 
 
 NONLINEARITIES = {
-    "tanh": Nonlinearity("tanh", lambda x, b: b.xp.tanh(x), _tanh_d1, _tanh_d2),
+    "tanh": Nonlinearity("tanh", lambda x, b: b.xp.tanh(x), _tanh_d1, _tanh_d2,
+                         dphi_of_value=lambda p, b: 1.0 - p * p),
     "relu": Nonlinearity("relu", lambda x, b: b.xp.maximum(x, 0.0),
                          lambda x, b: (x > 0).astype(x.dtype),
-                         lambda x, b: b.xp.zeros_like(x), homogeneous=True, smooth=False),
+                         lambda x, b: b.xp.zeros_like(x), homogeneous=True, smooth=False,
+                         dphi_of_value=lambda p, b: (p > 0).astype(p.dtype)),
     "gelu": Nonlinearity("gelu", _gelu, _gelu_d1, _gelu_d2),
     "erf": Nonlinearity("erf", lambda x, b: b.erf(x), _erf_d1,
                         lambda x, b: -2.0 * x * _erf_d1(x, b)),
-    "sigmoid": Nonlinearity("sigmoid", _sigmoid, _sigmoid_d1, _sigmoid_d2),
+    "sigmoid": Nonlinearity("sigmoid", _sigmoid, _sigmoid_d1, _sigmoid_d2,
+                            dphi_of_value=lambda p, b: p * (1.0 - p)),
     "softplus": Nonlinearity("softplus", lambda x, b: b.xp.logaddexp(0.0, x),
                              _sigmoid, _sigmoid_d1),
     "id": Nonlinearity("id", lambda x, b: x, lambda x, b: b.xp.ones_like(x),
-                       lambda x, b: b.xp.zeros_like(x), homogeneous=True),
+                       lambda x, b: b.xp.zeros_like(x), homogeneous=True,
+                       dphi_of_value=lambda p, b: b.xp.ones_like(p)),
 }
 
 

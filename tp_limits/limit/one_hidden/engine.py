@@ -38,7 +38,15 @@ from .columns import STAT_FIELDS, SweepColumns, n_columns
 from .linear import linear_one_hidden
 from .particles import MAX_NODES, quadrature_particles, random_particles
 from .state import ParticleOptimizer, state_rows
-from .sweep import CACHE_MIN_D, MIN_BLOCK, block_size, phi_tag, sweep, warm_up
+from .sweep import (
+    MIN_BLOCK,
+    block_size,
+    cache_pays,
+    cache_planes,
+    phi_tag,
+    sweep,
+    warm_up,
+)
 from .sweep_cuda import MAX_D, sweep_cuda
 from .sweep_cuda import fits as fits_cuda
 from .sweep_numpy import sweep_numpy
@@ -124,12 +132,14 @@ class ParticleEngine(FeatureLearningEngine):
         self.info["phi_cache"] = self.cache_phi
 
     def _cache_fits(self, per: float, copies: int = 1) -> bool:
-        """Whether the sweeps keep φ, φ′ of the next batch (2B float64 per particle) for
-        the update that follows: on the host kernels, for inputs wide enough that it pays
-        (``CACHE_MIN_D``), and only where it fits beside the particles (it is a saving,
-        never a reason to refuse a run)."""
-        need = copies * self.particles * (per + 16 * self.problem.B)
-        return (self.kernel in ("numba", "numpy") and self.problem.net.d_in >= CACHE_MIN_D
+        """Whether the sweeps keep φ (and φ′ where it does not follow from φ) of the next
+        batch, ``cache_planes`` · B float64 per particle, for the update that follows:
+        on the host kernels, where it pays (``cache_pays``: for the φ that cost an
+        evaluation always, for id and relu from ``CACHE_MIN_D`` on), and only where it
+        fits beside the particles (it is a saving, never a reason to refuse a run)."""
+        net = self.problem.net
+        need = copies * self.particles * (per + 8 * cache_planes(net.phi) * self.problem.B)
+        return (self.kernel in ("numba", "numpy") and cache_pays(net.phi, net.d_in)
                 and need <= usable_bytes(self.b))
 
     def _kernel(self, asked, d: int) -> str:
@@ -177,7 +187,7 @@ class ParticleEngine(FeatureLearningEngine):
         """``f(U, V, w, U0, Xb, chi, step_u, step_v, Xn, Xs, stats, block, nb, SU, SV, hp,
         cache, cached)`` -> the host (nb, K) block sums: the Numba kernel, or the
         whole-array twin on the run's backend (NumPy, or CuPy on a GPU); ``cache`` is
-        the (2, B, N) φ cache or None (sweep.py)."""
+        the (cache_planes(φ), B, N) φ cache or None (sweep.py)."""
         phi, b = self.problem.net.phi, self.b
         if self.kernel == "numba":
             tag = phi_tag(phi)
@@ -258,8 +268,9 @@ class ParticleEngine(FeatureLearningEngine):
         alpha = self.const.alpha
         state = ParticleOptimizer(p.optimizer, self.const, d, do, N, U.dtype, xp)
         run_sweep = self._sweep_function()
-        # φ, φ′ of the next batch, kept by each sweep for the next one's update
-        cache = xp.zeros((2, B, N)) if self.cache_phi else None
+        # φ (and φ′ unless it follows from φ) of the next batch, kept by each sweep for
+        # the next one's update
+        cache = xp.zeros((cache_planes(p.net.phi), B, N)) if self.cache_phi else None
         res = LimitResult.empty(T, E, B, do, L=1)
 
         def do_sweep(t_after, Xb, chi, Xn):

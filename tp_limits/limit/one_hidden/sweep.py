@@ -18,6 +18,8 @@ One call = one sweep over particle memory = one SGD step of the limit:
    and, if asked, the coordinate statistics of the eval inputs.  With a
    ``cache`` the next batch's φ(Z^U ξ) and φ′(Z^U ξ) stay in memory: they are
    exactly what step 1 of the next sweep needs (Z^U does not move between).
+   Where φ′ is a function of φ (id, tanh, relu, sigmoid) only φ is kept and
+   step 1 recovers φ′ from it (``cache_planes``).
 
 Particles are stored feature-major (U[d, N], V[d_out, N]) and processed in
 blocks (``block_size``) small enough to stay in L2 while the block is
@@ -42,6 +44,7 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
+from ...nonlinearities import get_nonlinearity
 from .fastmath import fast_tanh
 from .state import hyperparameters
 
@@ -110,6 +113,50 @@ def _piecewise_linear_for(tag):
     return lambda tag: value
 
 
+_PHI_NAMES = {code: name for name, code in PHI_CODES.items()}
+_ID_CODE = PHI_CODES["id"]
+
+
+def cache_planes(phi: str) -> int:
+    """Rows per batch input of the φ cache: 1 (φ alone) where φ′ is a function of the
+    value φ(x) (``Nonlinearity.dphi_of_value``: id, tanh, relu, sigmoid), else 2 (φ, φ′).
+
+    Keeping φ alone halves the cache's memory and traffic (2B float64 per
+    particle and step instead of 4B); the update recovers φ′ from it with the
+    formula ``phi_dphi`` uses (tanh: 1 − t² from the same t), bit for bit for id,
+    tanh and relu, to an ulp for sigmoid (the compiler may fuse s(1 − s)
+    differently in the two places)."""
+    return 1 if get_nonlinearity(phi).dphi_of_value is not None else 2
+
+
+def dphi_from_value(tag):
+    """Whether the cache of the φ of ``tag`` holds φ alone (a compile-time constant)."""
+    raise NotImplementedError("only callable from Numba-compiled code")
+
+
+@overload(dphi_from_value, inline="always")
+def _dphi_from_value_for(tag):
+    value = cache_planes(_PHI_NAMES[len(tag) - 1]) == 1
+    return lambda tag: value
+
+
+def dphi_of_value(tag, p):
+    """φ′ from the value p = φ(x), for the φ whose cache holds φ alone."""
+    raise NotImplementedError("only callable from Numba-compiled code")
+
+
+@overload(dphi_of_value, jit_options=_FAST)
+def _dphi_of_value_for(tag, p):
+    code = len(tag) - 1
+    if code == PHI_CODES["tanh"]:
+        return lambda tag, p: 1.0 - p * p
+    if code == PHI_CODES["relu"]:
+        return lambda tag, p: 1.0 if p > 0.0 else 0.0
+    if code == PHI_CODES["sigmoid"]:
+        return lambda tag, p: p * (1.0 - p)
+    return lambda tag, p: 1.0
+
+
 @njit(inline="always", **_FAST)
 def _phi_loop(tag, h, P, D, with_d):
     for j in range(h.shape[0]):
@@ -145,10 +192,23 @@ def phi_dot(tag, h, v):
 # gemms up to d = 64 (measured); BLAS takes over only for wide inputs.
 BLAS_MIN_D = 128     # from this input dimension on, pre-activations come from BLAS gemm
 BLAS_MIN_B = 4       # ... and the Z^U update too, from this batch size on
-#: from this input dimension on the engine keeps φ, φ′ of the next batch between sweeps:
-#: it saves B (d multiply-adds + one φ) per particle and costs 4B float64 of traffic;
-#: measured (docs/performance.md) a loss at d = 1, even at d = 4, +6-22 % at d = 16
+#: for the piecewise-linear φ (id, relu), from this input dimension on the engine keeps φ
+#: of the next batch between sweeps (cache_pays)
 CACHE_MIN_D = 8
+
+
+def cache_pays(phi: str, d: int) -> bool:
+    """Whether the engine keeps φ (and φ′ where it does not follow from φ, see
+    cache_planes) of the next batch between sweeps.
+
+    The cache saves B·(d multiply-adds + one φ) per particle and step and costs
+    2·cache_planes·B float64 of memory traffic.  Measured (docs/performance.md):
+    for every φ that costs a real evaluation (tanh, sigmoid, gelu, erf,
+    softplus) it pays at every d (1.06-1.53x from d = 1 on); for id and relu,
+    whose φ is almost free, only the d multiply-adds count and it pays from
+    d = CACHE_MIN_D (0.80-0.99x at d = 1, even at d = 4, 1.06-1.47x at d = 16).
+    """
+    return d >= CACHE_MIN_D or phi not in ("id", "relu")
 #: from this input dimension on, pre-activations are built two inputs per pass over Z^U
 PAIR_MIN_D = 4
 L2_BUDGET = 768 * 1024   # bytes of per-block scratch meant to stay in a core's L2
@@ -252,7 +312,9 @@ def _update_block(Ub, Vb, S0u, S0v, S1u, S1v, pa, m, tag, Xb, chi, step_u, step_
             phi_arrays(tag, H[i], P[i], D)
             for j in range(m):
                 Gi[j] *= D[j]
-    if cached:
+    if cached and dphi_from_value(tag):
+        _times_dphi_rows(tag, G, cache[0], ca)
+    elif cached:
         _times_rows(G, cache[1], ca)
     if mode == 1:                      # both buffers from the old particles, then move
         _decay_into(S0u, Ub, pa, m, hp[0], hp[1])
@@ -276,6 +338,31 @@ def _update_block(Ub, Vb, S0u, S0v, S1u, S1v, pa, m, tag, Xb, chi, step_u, step_
     elif mode == 2:
         _adam_into(Ub, S0u, S1u, pa, TU, hp[3], hp[4], hp[5], hp[6], hp[7], hp[8], hp[1])
         _adam_into(Vb, S0v, S1v, pa, TV, hp[3], hp[4], hp[5], hp[6], hp[7], hp[9], hp[2])
+
+
+@njit(fastmath=True, error_model="numpy", cache=True)
+def _times_dphi_rows(tag, G, P, pa):
+    """G[i] *= φ′ for every row i, with φ′ recovered from the cached values
+    P[i, pa:pa + m] = φ (dphi_of_value), four rows per pass as in _times_rows;
+    nothing to do for id (φ′ = 1)."""
+    if len(tag) - 1 == _ID_CODE:
+        return
+    B, m = G.shape
+    i = 0
+    while i + 4 <= B:
+        G0, G1, G2, G3 = G[i], G[i + 1], G[i + 2], G[i + 3]
+        P0, P1 = P[i, pa:pa + m], P[i + 1, pa:pa + m]
+        P2, P3 = P[i + 2, pa:pa + m], P[i + 3, pa:pa + m]
+        for j in range(m):
+            G0[j] *= dphi_of_value(tag, P0[j])
+            G1[j] *= dphi_of_value(tag, P1[j])
+            G2[j] *= dphi_of_value(tag, P2[j])
+            G3[j] *= dphi_of_value(tag, P3[j])
+        i += 4
+    for i2 in range(i, B):
+        Gi, Pi = G[i2], P[i2, pa:pa + m]
+        for j in range(m):
+            Gi[j] *= dphi_of_value(tag, Pi[j])
 
 
 @njit(fastmath=True, error_model="numpy", cache=True)
@@ -511,8 +598,9 @@ def _forward_sums(Ub, Vb, a, X, wb, uniform, tag, use_blas, ph, ph2, acc, col):
 @njit(fastmath=True, error_model="numpy", cache=True)
 def _forward_sums_keep(Ub, Vb, a, X, wb, uniform, tag, use_blas, ph, ph2, cache, a0, acc,
                        col):
-    """_forward_sums that also keeps φ(Ub·X[i]) and φ′ in the cache's columns a0.. of
-    row i: the next sweep's update reads them instead of recomputing."""
+    """_forward_sums that also keeps φ(Ub·X[i]) (and φ′, unless it follows from φ: see
+    cache_planes) in the cache's columns a0.. of row i: the next sweep's update reads
+    them instead of recomputing."""
     do, n, m = Vb.shape[0], X.shape[0], ph.shape[0]
     H = _preacts(Ub, a, m, X, True) if use_blas else np.empty((0, m))
     pairs = not use_blas and X.shape[1] >= PAIR_MIN_D
@@ -528,7 +616,10 @@ def _forward_sums_keep(Ub, Vb, a, X, wb, uniform, tag, use_blas, ph, ph2, cache,
         else:
             _preact_row(Ub, a, X[i], ph)
             h = ph
-        phi_arrays(tag, h, Pi, cache[1, i, a0:a0 + m])
+        if dphi_from_value(tag):      # φ′ follows from φ: the next update recovers it
+            phi_values(tag, h, Pi)
+        else:
+            phi_arrays(tag, h, Pi, cache[1, i, a0:a0 + m])
         for o in range(do):
             s = 0.0
             Vo = Vb[o, a:a + m]
@@ -631,11 +722,12 @@ def sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out, 
     optimizer's per-particle state (k = 0 plain SGD, 1 heavy ball, 2 Adam), updated
     in place; ``hp``: hyperparameters (HP).
 
-    ``cache`` (2, B', N) float64, B' = 0 for none: the forward pass of the next
-    batch leaves φ(Z^U ξ) and φ′(Z^U ξ) of its rows there, and with ``cached`` the
+    ``cache`` (planes, B', N) float64, B' = 0 for none, planes = cache_planes(φ):
+    the forward pass of the next batch leaves φ(Z^U ξ) of its rows in plane 0 (and
+    φ′(Z^U ξ) in plane 1 where φ′ does not follow from φ), and with ``cached`` the
     update reads those of its batch (left by the previous sweep, computed with the
     Z^U it now updates) instead of recomputing them: B φ evaluations and B·d
-    multiply-adds per particle fewer, 4B floats of memory traffic more.
+    multiply-adds per particle fewer, 2·planes·B floats of memory traffic more.
 
     Rows are read as 1-d slices ``U[k, a0:a0 + m]``, which Numba types as
     contiguous, so every particle loop vectorizes; the 2-d slice

@@ -32,9 +32,10 @@ def sweep_numpy(U, V, w, U0, phi: str, Xb, chi, step_u, step_v, Xn, Xe, stats: b
 
     ``SU``, ``SV``, ``hp`` as in sweep.py: heavy-ball buffers (k = 1) or Adam moments
     (k = 2), updated in place; None (or k = 0) is plain SGD.  ``b``: the backend of
-    the arrays (``hp`` and ``w`` stay host arrays).  ``cache`` (2, B', N) and
-    ``cached`` as in sweep.py: φ, φ′ of the next batch are kept there, and with
-    ``cached`` the update reads those of its own batch.
+    the arrays (``hp`` and ``w`` stay host arrays).  ``cache`` (planes, B', N) and
+    ``cached`` as in sweep.py: φ of the next batch is kept there (and φ′ when it
+    does not follow from φ, planes = 2), and with ``cached`` the update reads those
+    of its own batch.
     """
     nl, xp = get_nonlinearity(phi), b.xp
     d, N = U.shape
@@ -43,7 +44,8 @@ def sweep_numpy(U, V, w, U0, phi: str, Xb, chi, step_u, step_v, Xn, Xe, stats: b
     if len(Xb):
         S = chi @ V                                  # (B, N): χ_iᵀ Z^{nV}
         if cached:
-            P, Dv = cache[0][:len(Xb)], cache[1][:len(Xb)]
+            P = cache[0][:len(Xb)]
+            Dv = (nl.dphi_of_value(P, b) if cache.shape[0] == 1 else cache[1][:len(Xb)])
         else:
             H = Xb @ U                               # (B, N)
             P, Dv = nl.phi(H, b), nl.dphi(H, b)
@@ -80,7 +82,9 @@ def sweep_numpy(U, V, w, U0, phi: str, Xb, chi, step_u, step_v, Xn, Xe, stats: b
             H = X @ U
             Ph = nl.phi(H, b)                        # (n, N)
             if keep and X is Xn:
-                cache[0][:len(X)], cache[1][:len(X)] = Ph, nl.dphi(H, b)
+                cache[0][:len(X)] = Ph
+                if cache.shape[0] > 1:
+                    cache[1][:len(X)] = nl.dphi(H, b)
             Ph = Ph * ww
             cols.append((Ph[:, None, :] * V[None, :, :]).reshape(-1, N))
     if stats and len(Xe):
