@@ -51,6 +51,7 @@ from .state import hyperparameters
 _FAST = dict(fastmath=True, error_model="numpy", cache=True)
 
 PHI_CODES = {"id": 0, "tanh": 1, "relu": 2, "sigmoid": 3, "gelu": 4, "erf": 5, "softplus": 6}
+PIECEWISE_LINEAR = ("id", "relu")      # φ that cost next to nothing to evaluate
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _TWO_OVER_SQRTPI = 2.0 / math.sqrt(math.pi)
@@ -109,7 +110,7 @@ def _phi_dphi_for(tag, x):
 
 @overload(piecewise_linear, inline="always")
 def _piecewise_linear_for(tag):
-    value = len(tag) - 1 in (PHI_CODES["id"], PHI_CODES["relu"])
+    value = len(tag) - 1 in (PHI_CODES[name] for name in PIECEWISE_LINEAR)
     return lambda tag: value
 
 
@@ -154,7 +155,11 @@ def _dphi_of_value_for(tag, p):
         return lambda tag, p: 1.0 if p > 0.0 else 0.0
     if code == PHI_CODES["sigmoid"]:
         return lambda tag, p: p * (1.0 - p)
-    return lambda tag, p: 1.0
+    if code == _ID_CODE:
+        return lambda tag, p: 1.0
+    # gelu, erf, softplus keep φ′ in the cache and never call this; Numba still types
+    # the untaken branch for them, so it needs a body: NaN, loud if it were ever reached
+    return lambda tag, p: math.nan
 
 
 @njit(inline="always", **_FAST)
@@ -208,7 +213,9 @@ def cache_pays(phi: str, d: int) -> bool:
     whose φ is almost free, only the d multiply-adds count and it pays from
     d = CACHE_MIN_D (0.80-0.99x at d = 1, even at d = 4, 1.06-1.47x at d = 16).
     """
-    return d >= CACHE_MIN_D or phi not in ("id", "relu")
+    return d >= CACHE_MIN_D or phi not in PIECEWISE_LINEAR
+
+
 #: from this input dimension on, pre-activations are built two inputs per pass over Z^U
 PAIR_MIN_D = 4
 L2_BUDGET = 768 * 1024   # bytes of per-block scratch meant to stay in a core's L2
