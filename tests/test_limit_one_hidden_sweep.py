@@ -5,7 +5,7 @@ The whole sweep is compiled once per φ (20-40 s each on a cold cache), so the s
 tests take one φ of each kind the kernel treats differently — id and relu (piecewise
 linear: φ fused with the readout sum), tanh (the branch-free vector tanh), gelu (scalar
 libm calls) — and every φ's formulas are checked on their own against the NumPy
-nonlinearities, through the same ``phi_arrays`` the sweep calls."""
+nonlinearities, through the same ``phi_arrays`` and ``phi_times`` the sweep calls."""
 import numba
 import numpy as np
 import pytest
@@ -24,6 +24,7 @@ from tp_limits.limit.one_hidden.sweep import (
     phi_arrays,
     phi_dphi,
     phi_tag,
+    phi_times,
     sweep,
 )
 from tp_limits.limit.one_hidden.sweep_numpy import sweep_numpy
@@ -54,8 +55,9 @@ SWEEP_PHIS = ("gelu", "id", "relu", "tanh")
 
 
 @njit(fastmath=True, error_model="numpy")
-def _phi_loop(tag, h, P, D):
+def _phi_loop(tag, h, P, D, G):
     phi_arrays(tag, h, P, D)
+    phi_times(tag, h, P, G)         # the update's form: φ stored, G scaled by φ′
 
 
 @pytest.mark.parametrize("phi", sorted(PHI_CODES))
@@ -63,11 +65,13 @@ def test_every_phi_of_the_kernel_matches_numpy(phi):
     from tp_limits.engine.backend import numpy_backend
     from tp_limits.nonlinearities import get_nonlinearity
     h = np.concatenate([np.linspace(-12, 12, 4001), [0.0, -0.0, 1e-300, 40.0, -40.0]])
-    P, D = np.empty_like(h), np.empty_like(h)
-    _phi_loop(phi_tag(phi), h, P, D)
+    P, D, G = np.empty_like(h), np.empty_like(h), np.linspace(-2, 3, h.size)
+    G0 = G.copy()
+    _phi_loop(phi_tag(phi), h, P, D, G)
     nl, b = get_nonlinearity(phi), numpy_backend()
     assert np.allclose(P, nl.phi(h, b), rtol=1e-13, atol=1e-15)
     assert np.allclose(D, nl.dphi(h, b), rtol=1e-13, atol=1e-15)
+    assert np.allclose(G, G0 * D, rtol=1e-15, atol=0.0)   # sigmoid: s(1 - s) may round apart
 
 
 def _plain(d, do):

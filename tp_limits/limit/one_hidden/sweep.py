@@ -184,6 +184,15 @@ def phi_values(tag, h, P):
 
 
 @njit(inline="always", **_FAST)
+def phi_times(tag, h, P, G):
+    """P = φ(h) and G *= φ′(h) elementwise, in one pass (φ′ is not stored)."""
+    for j in range(h.shape[0]):
+        p, dp = phi_dphi(tag, h[j])
+        P[j] = p
+        G[j] *= dp
+
+
+@njit(inline="always", **_FAST)
 def phi_dot(tag, h, v):
     """Σ_j v_j φ(h_j) in one pass (used for the piecewise-linear φ: id, relu)."""
     s = 0.0
@@ -291,7 +300,7 @@ def _adam_into(Z, M, V, a, Gr, b1, b2, eps, bias1, bias2, lr, shrink):
 
 
 @njit(fastmath=True, error_model="numpy", cache=True)
-def _update_block(Ub, Vb, S0u, S0v, S1u, S1v, pa, m, tag, Xb, chi, step_u, step_v, D,
+def _update_block(Ub, Vb, S0u, S0v, S1u, S1v, pa, m, tag, Xb, chi, step_u, step_v,
                   use_blas, mode, hp, cache, ca, cached):
     """Simultaneous update of one block with the batch (Xb, χ); see the module docstring.
 
@@ -306,23 +315,24 @@ def _update_block(Ub, Vb, S0u, S0v, S1u, S1v, pa, m, tag, Xb, chi, step_u, step_
     P = np.empty((0 if cached else B, m))
     P_rows, pr = (cache[0], ca) if cached else (P, 0)
     G = np.empty((B, m))
-    # innermost loops run over particles j, so they vectorize
-    for i in range(B):
-        Gi = G[i]                           # G_i = χ_iᵀ Z^{nV}, times φ′_i below
-        Gi[:] = 0.0
-        for o in range(do):
-            c = chi[i, o]
-            Vo = Vb[o, pa:pa + m]
-            for j in range(m):
-                Gi[j] += c * Vo[j]
-        if not cached:
-            phi_arrays(tag, H[i], P[i], D)
-            for j in range(m):
-                Gi[j] *= D[j]
-    if cached and dphi_from_value(tag):
-        _times_dphi_rows(tag, G, cache[0], ca)
-    elif cached:
-        _times_rows(G, cache[1], ca)
+    if cached and dphi_from_value(tag) and do == 1:
+        _chi_v_times_dphi(tag, chi, Vb, pa, G, cache[0], ca)
+    else:
+        # innermost loops run over particles j, so they vectorize
+        for i in range(B):
+            Gi = G[i]                       # G_i = χ_iᵀ Z^{nV}, times φ′_i below
+            Gi[:] = 0.0
+            for o in range(do):
+                c = chi[i, o]
+                Vo = Vb[o, pa:pa + m]
+                for j in range(m):
+                    Gi[j] += c * Vo[j]
+            if not cached:
+                phi_times(tag, H[i], P[i], Gi)
+        if cached and dphi_from_value(tag):
+            _times_dphi_rows(tag, G, cache[0], ca)
+        elif cached:
+            _times_rows(G, cache[1], ca)
     if mode == 1:                      # both buffers from the old particles, then move
         _decay_into(S0u, Ub, pa, m, hp[0], hp[1])
         _decay_into(S0v, Vb, pa, m, hp[0], hp[2])
@@ -345,6 +355,32 @@ def _update_block(Ub, Vb, S0u, S0v, S1u, S1v, pa, m, tag, Xb, chi, step_u, step_
     elif mode == 2:
         _adam_into(Ub, S0u, S1u, pa, TU, hp[3], hp[4], hp[5], hp[6], hp[7], hp[8], hp[1])
         _adam_into(Vb, S0v, S1v, pa, TV, hp[3], hp[4], hp[5], hp[6], hp[7], hp[9], hp[2])
+
+
+@njit(fastmath=True, error_model="numpy", cache=True)
+def _chi_v_times_dphi(tag, chi, Vb, pa, G, P, ca):
+    """G[i] = (χ_i Z^{nV}) φ′ for d_out = 1, with φ′ recovered from the cached values
+    P[i, ca:ca + m] = φ: one pass per four rows, each cache row read once and each
+    row of G written once (the general path builds G, then multiplies it by φ′)."""
+    B, m = G.shape
+    V0 = Vb[0, pa:pa + m]
+    i = 0
+    while i + 4 <= B:
+        G0, G1, G2, G3 = G[i], G[i + 1], G[i + 2], G[i + 3]
+        P0, P1 = P[i, ca:ca + m], P[i + 1, ca:ca + m]
+        P2, P3 = P[i + 2, ca:ca + m], P[i + 3, ca:ca + m]
+        c0, c1, c2, c3 = chi[i, 0], chi[i + 1, 0], chi[i + 2, 0], chi[i + 3, 0]
+        for j in range(m):
+            v = V0[j]
+            G0[j] = (c0 * v) * dphi_of_value(tag, P0[j])
+            G1[j] = (c1 * v) * dphi_of_value(tag, P1[j])
+            G2[j] = (c2 * v) * dphi_of_value(tag, P2[j])
+            G3[j] = (c3 * v) * dphi_of_value(tag, P3[j])
+        i += 4
+    for i2 in range(i, B):
+        Gi, Pi, c = G[i2], P[i2, ca:ca + m], chi[i2, 0]
+        for j in range(m):
+            Gi[j] = (c * V0[j]) * dphi_of_value(tag, Pi[j])
 
 
 @njit(fastmath=True, error_model="numpy", cache=True)
@@ -770,7 +806,7 @@ def sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out, 
             S1u = block_of(SU[1], a0, m, use_blas)[0] if mode > 1 else Ub
             S1v = block_of(SV[1], a0, m, use_blas)[0] if mode > 1 else Vb
             _update_block(Ub, Vb, S0u, S0v, S1u, S1v, pa, m, tag, Xb, chi, step_u, step_v,
-                          D, use_blas, mode, hp, cache, a0, cached)
+                          use_blas, mode, hp, cache, a0, cached)
             if copied:
                 _store_block(Ub, U, a0)
                 _store_block(Vb, V, a0)
@@ -780,7 +816,7 @@ def sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out, 
                 if mode > 1:
                     _store_block(S1u, SU[1], a0)
                     _store_block(S1v, SV[1], a0)
-        # D is free again here: the forward passes use it as their second scratch row
+        # D: the forward passes' second scratch row (and the statistics' φ′ scratch)
         if keep:
             _forward_sums_keep(Ub, Vb, pa, Xn, wb, uniform, tag, use_blas, ph, D, cache, a0,
                                acc, 0)
