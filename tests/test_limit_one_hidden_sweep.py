@@ -153,15 +153,18 @@ def test_optimizer_state_sweep_matches_numpy_twin(phi, d, B, step_u, k):
 
 
 @pytest.mark.parametrize("phi", SWEEP_PHIS)
-@pytest.mark.parametrize("d, B, k, weighted", [(3, 2, 0, False), (1, 1, 1, True),
-                                               (BLAS_MIN_D, BLAS_MIN_B, 2, False),
-                                               (5, 4, 0, True)])
-def test_phi_cache_gives_the_uncached_sweeps(phi, d, B, k, weighted):
-    """Three steps where each sweep's forward pass keeps φ, φ′ of the next batch and the
-    next update reads them: the kernel with the cache, the kernel without it and the
-    NumPy twin with it move the particles alike and give the same sums."""
+@pytest.mark.parametrize("d, B, k, weighted, do", [(3, 2, 0, False, 2), (1, 1, 1, True, 2),
+                                                   (BLAS_MIN_D, BLAS_MIN_B, 2, False, 2),
+                                                   (5, 4, 0, True, 2), (2, 6, 0, False, 1),
+                                                   (3, 5, 1, True, 1)])
+def test_phi_cache_gives_the_uncached_sweeps(phi, d, B, k, weighted, do):
+    """Three steps where each sweep's forward pass keeps φ (and φ′ where it does not
+    follow from φ) of the next batch and the next update reads them: the kernel with the
+    cache, the kernel without it and the NumPy twin with it move the particles alike and
+    give the same sums.  d_out = 1 takes the one-pass G = (χ Z^{nV}) φ′ of the φ kept
+    alone, for four rows (B = 6: four and two) at a time and the rest."""
     rng = np.random.default_rng(d * 11 + B + 5 * k)
-    do, N, block, E = 2, 3001, 512, 2
+    N, block, E = 3001, 512, 2
     U, V, U0 = _random_state(rng, d, do, N)
     w = rng.uniform(0, 2 / N, N) if weighted else np.full(1, 1 / N)
     SU, SV = 0.1 * np.abs(rng.standard_normal((k, d, N))), 0.1 * np.abs(rng.standard_normal((k, do, N)))
