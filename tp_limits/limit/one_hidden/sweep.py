@@ -141,6 +141,19 @@ def _dphi_from_value_for(tag):
     return lambda tag: value
 
 
+def dphi_from_cache(tag, c):
+    """φ′ from a value of the cache's last plane: c itself where that plane holds φ′,
+    dphi_of_value(c) where it holds φ."""
+    raise NotImplementedError("only callable from Numba-compiled code")
+
+
+@overload(dphi_from_cache, inline="always")
+def _dphi_from_cache_for(tag, c):
+    if cache_planes(_PHI_NAMES[len(tag) - 1]) == 1:
+        return lambda tag, c: dphi_of_value(tag, c)
+    return lambda tag, c: c
+
+
 def dphi_of_value(tag, p):
     """φ′ from the value p = φ(x), for the φ whose cache holds φ alone."""
     raise NotImplementedError("only callable from Numba-compiled code")
@@ -329,10 +342,8 @@ def _update_block(Ub, Vb, S0u, S0v, S1u, S1v, pa, m, tag, Xb, chi, step_u, step_
                     Gi[j] += c * Vo[j]
             if not cached:
                 phi_times(tag, H[i], P[i], Gi)
-        if cached and dphi_from_value(tag):
-            _times_dphi_rows(tag, G, cache[0], ca)
-        elif cached:
-            _times_rows(G, cache[1], ca)
+        if cached:                  # the last plane: φ′, or φ where φ′ follows from it
+            _times_dphi(tag, G, cache[cache.shape[0] - 1], ca)
     if mode == 1:                      # both buffers from the old particles, then move
         _decay_into(S0u, Ub, pa, m, hp[0], hp[1])
         _decay_into(S0v, Vb, pa, m, hp[0], hp[2])
@@ -384,54 +395,32 @@ def _chi_v_times_dphi(tag, chi, Vb, pa, G, P, ca):
 
 
 @njit(fastmath=True, error_model="numpy", cache=True)
-def _times_dphi_rows(tag, G, P, pa):
-    """G[i] *= φ′ for every row i, with φ′ recovered from the cached values
-    P[i, pa:pa + m] = φ (dphi_of_value), four rows per pass as in _times_rows;
-    nothing to do for id (φ′ = 1)."""
+def _times_dphi(tag, G, C, ca):
+    """G[i] *= φ′_i for every row i, from the cache plane C that holds it: φ′ itself,
+    or φ where φ′ follows from it (dphi_from_cache); nothing to do for id (φ′ = 1).
+
+    Four rows per pass: the rows of C are read here from memory, and four rows in
+    one loop keep four streams in flight, which the hardware prefetchers serve about
+    1.4x faster than one row after another (each row of a block spans only a few
+    pages and the prefetchers stop at page boundaries)."""
     if len(tag) - 1 == _ID_CODE:
         return
     B, m = G.shape
     i = 0
     while i + 4 <= B:
         G0, G1, G2, G3 = G[i], G[i + 1], G[i + 2], G[i + 3]
-        P0, P1 = P[i, pa:pa + m], P[i + 1, pa:pa + m]
-        P2, P3 = P[i + 2, pa:pa + m], P[i + 3, pa:pa + m]
+        C0, C1 = C[i, ca:ca + m], C[i + 1, ca:ca + m]
+        C2, C3 = C[i + 2, ca:ca + m], C[i + 3, ca:ca + m]
         for j in range(m):
-            G0[j] *= dphi_of_value(tag, P0[j])
-            G1[j] *= dphi_of_value(tag, P1[j])
-            G2[j] *= dphi_of_value(tag, P2[j])
-            G3[j] *= dphi_of_value(tag, P3[j])
+            G0[j] *= dphi_from_cache(tag, C0[j])
+            G1[j] *= dphi_from_cache(tag, C1[j])
+            G2[j] *= dphi_from_cache(tag, C2[j])
+            G3[j] *= dphi_from_cache(tag, C3[j])
         i += 4
     for i2 in range(i, B):
-        Gi, Pi = G[i2], P[i2, pa:pa + m]
+        Gi, Ci = G[i2], C[i2, ca:ca + m]
         for j in range(m):
-            Gi[j] *= dphi_of_value(tag, Pi[j])
-
-
-@njit(fastmath=True, error_model="numpy", cache=True)
-def _times_rows(G, M, ma):
-    """G[i] *= M[i, ma:ma + m] for every row i, four rows per pass.
-
-    The rows of M are the φ cache, read here from memory: four rows in one loop
-    keep four streams in flight, which the hardware prefetchers serve about 1.4x
-    faster than one row after another (each row of a block spans only a few pages
-    and the prefetchers stop at page boundaries)."""
-    B, m = G.shape
-    i = 0
-    while i + 4 <= B:
-        G0, G1, G2, G3 = G[i], G[i + 1], G[i + 2], G[i + 3]
-        M0, M1 = M[i, ma:ma + m], M[i + 1, ma:ma + m]
-        M2, M3 = M[i + 2, ma:ma + m], M[i + 3, ma:ma + m]
-        for j in range(m):
-            G0[j] *= M0[j]
-            G1[j] *= M1[j]
-            G2[j] *= M2[j]
-            G3[j] *= M3[j]
-        i += 4
-    for i2 in range(i, B):
-        Gi, Mi = G[i2], M[i2, ma:ma + m]
-        for j in range(m):
-            Gi[j] *= Mi[j]
+            Gi[j] *= dphi_from_cache(tag, Ci[j])
 
 
 @njit(fastmath=True, error_model="numpy", cache=True)
@@ -444,7 +433,7 @@ def _sub_outer(A, a, m, lr, C, M, ma):
     multiply-adds.  A row of A is applied the batch rows in the same order and
     grouping as _sub_row_outer, so the result does not depend on which rows
     went four at a time.  Four rows of A together also keep four memory streams
-    in flight where A is first read here (see _times_rows).
+    in flight where A is first read here (see _times_dphi).
     """
     B, R = C.shape[0], A.shape[0]
     k = 0
