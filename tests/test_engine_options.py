@@ -71,11 +71,11 @@ def test_only_the_nonlinearity_in_use_is_compiled():
     import subprocess
     import sys
     code = ("import tp_limits as tp\n"
-            "from tp_limits.limit.one_hidden.sweep import sweep\n"
+            "from tp_limits.limit.one_hidden.sweep import sweep_kernel\n"
             "r = tp.Routine([[1.0, 0.0]], [[1.0]], lr=0.1)\n"
             "tp.simulate_limit(tp.MLP(tp.mup(1), 2, 1, phi='tanh'), r, particles=64,"
             " replicates=1)\n"
-            "print(sorted({sig[4].count for sig in sweep.signatures}))\n")
+            "print(sorted({sig[4].count for sig in sweep_kernel.signatures}))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=600, check=True).stdout
     assert out.strip().splitlines()[-1] == "[2]"        # tanh's tag: two entries

@@ -141,14 +141,15 @@ def test_single_run_batch_means_have_the_right_size(tanh_quadrature):
     assert 0.5 < np.median(ratio) < 1.5, ratio
 
 
-def test_numpy_kernel_and_float32_agree():
+def test_numpy_kernel_agrees_and_a_rerun_is_bit_identical():
+    """gelu (φ′ kept in the cache beside φ): the Numba kernel against the NumPy twin.
+    Float32 storage is checked with tanh on both paths below; it is the same per-block
+    cast for every φ, and another φ in float32 would only cost one more compilation."""
     net = tp.MLP(tp.mup(1), 2, 1, phi="gelu")
     a = tp.simulate_limit(net, d1(), particles=20_000, seed=4, replicates=1)
     b = tp.simulate_limit(net, d1(), particles=20_000, seed=4, replicates=1, kernel="numpy")
-    c = tp.simulate_limit(net, d1(), particles=20_000, seed=4, replicates=1, dtype=np.float32)
     assert np.allclose(a.f_eval, b.f_eval, rtol=1e-10, atol=1e-13)
     assert np.allclose(a.stats["dh_rms"], b.stats["dh_rms"], rtol=1e-10)
-    assert np.max(np.abs(a.f_eval - c.f_eval)) < 1e-5
     again = tp.simulate_limit(net, d1(), particles=20_000, seed=4, replicates=1)
     assert np.array_equal(a.f_eval, again.f_eval)
 

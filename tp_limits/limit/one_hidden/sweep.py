@@ -734,18 +734,6 @@ def _block_of_for(A, a0, m, copy):
     return lambda A, a0, m, copy: (_load_block(A, a0, m), 0, True)
 
 
-def same_storage(U, V, U0, SU, SV):
-    """Whether the particle arrays share one dtype (a compile-time constant)."""
-    raise NotImplementedError("only callable from Numba-compiled code")
-
-
-@overload(same_storage, inline="always")
-def _same_storage_for(U, V, U0, SU, SV):
-    value = len({a.dtype for a in (U, V, U0, SU, SV)}) == 1
-    return lambda U, V, U0, SU, SV: value
-
-
-@njit(parallel=True, fastmath=True, error_model="numpy", cache=True)
 def sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out, SU, SV, hp,
           cache, cached):
     """One fused step; see the module docstring.  ``out`` must be zeroed, shape (nblocks, K).
@@ -769,9 +757,21 @@ def sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out, 
     as the cache evicts them.  Float32 storage (and the gemm path) copies each
     block into float64 scratch and back, one pass each way (see block_of).
     """
-    if not same_storage(U, V, U0, SU, SV):
-        # one dtype means one copy-or-in-place choice, so one block offset for all
-        raise TypeError("sweep: U, V, U0, SU and SV must share one storage dtype")
+    dtypes = [a.dtype for a in (U, V, U0, SU, SV)]
+    if len(set(dtypes)) != 1:
+        # One dtype means one copy-or-in-place choice, so one block offset for all
+        # (block_of).  Checked here, before Numba is asked for a kernel: a mixed call
+        # would otherwise compile a whole specialization only to refuse it.
+        raise TypeError("sweep: U, V, U0, SU and SV must share one storage dtype, got "
+                        + ", ".join(map(str, dtypes)))
+    sweep_kernel(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out, SU,
+                 SV, hp, cache, cached)
+
+
+@njit(parallel=True, fastmath=True, error_model="numpy", cache=True)
+def sweep_kernel(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out, SU,
+                 SV, hp, cache, cached):
+    """The compiled sweep behind :func:`sweep` (which checks the storage dtypes first)."""
     d, N = U.shape
     do = V.shape[0]
     Bn, E = Xn.shape[0], Xe.shape[0]
