@@ -30,6 +30,7 @@ import time
 import numpy as np
 from numba import njit, prange
 
+from tp_limits.engine.aligned import as_aligned, zeros_aligned
 from tp_limits.limit.one_hidden.columns import n_columns
 from tp_limits.limit.one_hidden.fastmath import fast_tanh
 from tp_limits.limit.one_hidden.state import hyperparameters
@@ -112,15 +113,16 @@ def phi_ns() -> float:
 
 def run(N, d, B, E, numpy_too):
     rng = np.random.default_rng(0)
-    U = rng.standard_normal((d, N)) / np.sqrt(d)
-    V = rng.standard_normal((1, N))
+    # on cache lines, as the engine places them (engine/aligned.py)
+    U = as_aligned(rng.standard_normal((d, N)) / np.sqrt(d))
+    V = as_aligned(rng.standard_normal((1, N)))
     w = np.full(1, 1.0 / N)
     Xb, Xn, Xe = (rng.standard_normal((k, d)) for k in (B, B, E))
     chi = 1e-6 * rng.standard_normal((B, 1))
     block = block_size(d, 1, B, E, N)
     nb = (N + block - 1) // block
     out = np.zeros((nb, n_columns(B, E, 1, False)))
-    no_cache, cache = np.zeros((2, 0, 1)), np.zeros((cache_planes("tanh"), B, N))
+    no_cache, cache = np.zeros((2, 0, 1)), zeros_aligned((cache_planes("tanh"), B, N))
 
     def numba_step(c, cached):
         out[:] = 0.0

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import tp_limits as tp
+from tp_limits.engine.aligned import LINE
 from tp_limits.engine.backend import BACKENDS, get_backend
 
 
@@ -61,3 +62,39 @@ def test_cupy_is_optional():
             get_backend("cupy")
     else:
         assert get_backend("cupy").name == "cupy"
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", [(3, 5), (16, 1000), (0,), (2, 0, 4)])
+def test_aligned_arrays_start_on_a_cache_line(shape, dtype):
+    b = get_backend("numpy")
+    z = b.zeros_aligned(shape, dtype)
+    assert z.shape == shape and z.dtype == dtype and not z.any() and z.flags.c_contiguous
+    assert z.size == 0 or z.ctypes.data % LINE == 0
+    src = np.arange(int(np.prod(shape)) + 1, dtype=dtype)[1:].reshape(shape)  # off a line
+    a = b.as_aligned(src)
+    assert np.array_equal(a, src) and a.dtype == dtype and a.flags.c_contiguous
+    assert a.size == 0 or a.ctypes.data % LINE == 0
+    assert b.as_aligned(a) is a                        # already placed: not copied again
+    assert np.array_equal(b.as_aligned(np.asfortranarray(src)), src)
+
+
+def test_the_sweep_gets_its_arrays_on_cache_lines(monkeypatch):
+    """The one-hidden-layer engine hands the sweep particles, optimizer state and φ cache
+    that start on a cache line (N a multiple of 8, so every row does too)."""
+    import tp_limits.limit.one_hidden.engine as engine
+    seen = []
+
+    def recording_sweep(U, V, w, U0, tag, Xb, chi, su, sv, Xn, Xe, stats, block, out, SU, SV,
+                        hp, cache, cached):
+        seen.append([a.ctypes.data % LINE for a in (U, V, U0, SU, SV, cache) if a.size])
+        return real(U, V, w, U0, tag, Xb, chi, su, sv, Xn, Xe, stats, block, out, SU, SV, hp,
+                    cache, cached)
+
+    real = engine.sweep
+    monkeypatch.setattr(engine, "sweep", recording_sweep)
+    r = tp.Routine([[1.0, 0.0], [0.0, 1.0]], [[1.0], [-1.0]], lr=0.1, batch_size=1,
+                   eval_inputs=[[1.0, 1.0]], optimizer=tp.Adam())
+    tp.simulate_limit(tp.MLP(tp.mup(1, optimizer="adam"), 2, 1, phi="tanh"), r, particles=4096, replicates=1,
+                      method="monte_carlo")
+    assert seen and all(len(s) == 6 and not any(s) for s in seen), seen

@@ -18,6 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import BackendUnavailableError, SpecError
+from .aligned import as_aligned, zeros_aligned
 
 BACKENDS = ("numpy", "cupy")
 
@@ -33,6 +34,11 @@ class Backend:
     add_outer: Callable       # (W, alpha, G, X) -> W += alpha * G.T @ X, in place
     to_numpy: Callable
     available_bytes: Callable
+    #: (shape, dtype) -> zeroed array, and array -> the same values, both with their data
+    #: on a cache line where that matters (the host: engine/aligned.py); a device
+    #: allocator aligns its blocks anyway
+    zeros_aligned: Callable
+    as_aligned: Callable
     synchronize: Callable = lambda: None   # wait for queued device work (timings)
     #: host numpy Generator -> the backend's own generator of random arrays (on NumPy the
     #: host generator itself, so NumPy runs keep their fixed-seed values)
@@ -114,7 +120,8 @@ def _mem_available() -> int:
 
 def _numpy_backend() -> Backend:
     from scipy.special import erf
-    return Backend("numpy", np, erf, _np_matmul, _np_add_outer, np.asarray, _mem_available)
+    return Backend("numpy", np, erf, _np_matmul, _np_add_outer, np.asarray, _mem_available,
+                   zeros_aligned, as_aligned)
 
 
 # ---- CuPy --------------------------------------------------------------------
@@ -144,7 +151,7 @@ def _cupy_backend() -> Backend:
         return int(cp.cuda.Device().mem_info[0]) + int(cp.get_default_memory_pool().free_bytes())
 
     return Backend("cupy", cp, erf, lambda a, b: a @ b, add_outer, cp.asnumpy, available_bytes,
-                   lambda: cp.cuda.Device().synchronize(),
+                   cp.zeros, lambda a: a, lambda: cp.cuda.Device().synchronize(),
                    lambda rng: cp.random.default_rng(int(rng.integers(2 ** 63))), 1 << 24)
 
 

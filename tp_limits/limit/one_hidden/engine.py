@@ -223,10 +223,11 @@ class ParticleEngine(FeatureLearningEngine):
         if self.method == "quadrature":
             runs = []
             for nodes in (self.nodes, self.coarse):
-                U, V, w = quadrature_particles(nodes, d, do, c.sigma[0], c.sigma[1],
-                                               c.readout_init, o.dtype)
+                U, V, w = self._placed(quadrature_particles(nodes, d, do, c.sigma[0],
+                                                            c.sigma[1], c.readout_init, o.dtype))
                 runs.append(self._sweeps(U, V, w, on_step if nodes == self.nodes
                                          else (lambda t: None)))
+                del U, V
             res = runs[0]
             res.f_eval_se = np.abs(runs[0].f_eval - runs[1].f_eval)
             res.se_dof = None                     # an error estimate, not a sampling error
@@ -247,10 +248,17 @@ class ParticleEngine(FeatureLearningEngine):
     def run_once(self, rng, on_step=lambda t: None) -> LimitResult:
         """One Monte Carlo run from antithetic particles drawn with ``rng``."""
         p, o, c = self.problem, self.options, self.const
-        U, V, w = random_particles(self.particles, p.net.d_in, p.net.d_out, c.sigma[0],
-                                   c.sigma[1], c.readout_init, Draws(self.b, rng, o.random),
-                                   o.dtype, self.b.xp, self.sampler)
+        U, V, w = self._placed(random_particles(
+            self.particles, p.net.d_in, p.net.d_out, c.sigma[0], c.sigma[1], c.readout_init,
+            Draws(self.b, rng, o.random), o.dtype, self.b.xp, self.sampler))
         return self._sweeps(U, V, w, on_step)
+
+    def _placed(self, particles):
+        """(U, V, w) with U and V on cache lines (engine/aligned.py), so that the sweep's
+        vector loads of a row do not straddle two lines; the drawn arrays are dropped
+        here, not held beside their copies for the whole run."""
+        U, V, w = particles
+        return self.b.as_aligned(U), self.b.as_aligned(V), w
 
     def _sweeps(self, U, V, w, on_step) -> LimitResult:
         """Run the particle system once (one sweep per step) from particles (U, V, w)."""
@@ -261,16 +269,19 @@ class ParticleEngine(FeatureLearningEngine):
         block = block_size(d, do, B, E, N, self.stats)
         nb = (N + block - 1) // block
         Wb = _block_weights(w, N, nb, block)
-        xp = self.b.xp
-        U0 = U.copy() if self.stats else xp.zeros((d, 1), U.dtype)   # unread without stats
+        xp, b = self.b.xp, self.b
+        U0 = b.zeros_aligned((d, N) if self.stats else (d, 1), U.dtype)  # unread without stats
+        if self.stats:
+            U0[...] = U
         Xe = xp.array(p.eval_inputs)                     # writable: one kernel signature
         empty_x, empty_chi = xp.zeros((0, d)), xp.zeros((0, do))
         alpha = self.const.alpha
-        state = ParticleOptimizer(p.optimizer, self.const, d, do, N, U.dtype, xp)
+        state = ParticleOptimizer(p.optimizer, self.const, d, do, N, U.dtype, b.zeros_aligned)
         run_sweep = self._sweep_function()
         # φ (and φ′ unless it follows from φ) of the next batch, kept by each sweep for
         # the next one's update
-        cache = xp.zeros((cache_planes(p.net.phi), B, N)) if self.cache_phi else None
+        cache = (b.zeros_aligned((cache_planes(p.net.phi), B, N), np.float64) if self.cache_phi
+                 else None)
         res = LimitResult.empty(T, E, B, do, L=1)
 
         def do_sweep(t_after, Xb, chi, Xn):

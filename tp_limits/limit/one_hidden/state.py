@@ -41,11 +41,12 @@ class ParticleOptimizer:
     1 − β^t for the t-th update.
     """
 
-    def __init__(self, optimizer, const, d: int, d_out: int, N: int, dtype, xp=np):
+    def __init__(self, optimizer, const, d: int, d_out: int, N: int, dtype, zeros=np.zeros):
+        """``zeros(shape, dtype)`` makes the state arrays (the backend's, on cache lines)."""
         self.opt, self.const = optimizer, const
         k = state_rows(optimizer)
-        self.SU = xp.zeros((k, d, N if k else 1), dtype)
-        self.SV = xp.zeros((k, d_out, N if k else 1), dtype)
+        self.SU = zeros((k, d, N if k else 1), dtype)
+        self.SV = zeros((k, d_out, N if k else 1), dtype)
         self.decay = optimizer.shrinks(const.decay)
 
     def step(self, t: int):
