@@ -95,6 +95,6 @@ def test_the_sweep_gets_its_arrays_on_cache_lines(monkeypatch):
     monkeypatch.setattr(engine, "sweep", recording_sweep)
     r = tp.Routine([[1.0, 0.0], [0.0, 1.0]], [[1.0], [-1.0]], lr=0.1, batch_size=1,
                    eval_inputs=[[1.0, 1.0]], optimizer=tp.Adam())
-    tp.simulate_limit(tp.MLP(tp.mup(1, optimizer="adam"), 2, 1, phi="tanh"), r, particles=4096, replicates=1,
-                      method="monte_carlo")
+    net = tp.MLP(tp.mup(1, optimizer="adam"), 2, 1, phi="tanh")
+    tp.simulate_limit(net, r, particles=4096, replicates=1, method="monte_carlo")
     assert seen and all(len(s) == 6 and not any(s) for s in seen), seen

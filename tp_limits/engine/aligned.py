@@ -7,7 +7,8 @@ The one-hidden-layer sweep reads its particles as rows ``U[k, a0:a0 + m]`` with
 block offsets ``a0`` that are multiples of the block size, so once the array
 starts on a line, every row does too when N · itemsize is a multiple of 64
 (N a multiple of 8 in float64, of 16 in float32).  Measured on the sweep
-(docs/performance.md, "Particles on cache lines"): 1.01–1.08× at N = 10⁶.
+(docs/performance.md, "Particles on cache lines"): a few per cent, 1.01–1.09×
+in most alternated comparisons at N = 10⁶ and 10⁷, single ones down to 0.96×.
 
 A device allocator aligns its blocks anyway; the CuPy backend uses plain
 ``zeros`` and leaves arrays as they are (engine/backend.py).
