@@ -64,6 +64,22 @@ def test_array_passes_match_host_passes(dtype):
         assert np.array_equal(Za, Za.astype(np.float32).astype(np.float64))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_host_histories_start_on_cache_lines(dtype):
+    """The NumPy backend's stored rows start on 64-byte lines (every row does, N being a
+    multiple of 16), so the history kernels' vector loads do not straddle two lines; the
+    generic passes keep plain zeros."""
+    from tp_limits.engine.aligned import LINE
+    from tp_limits.limit.deep.families import Family
+    from tp_limits.limit.deep.passes import passes_for
+    f = Family(4096, 6, 1.0, dtype, passes_for(backends.get_backend("numpy")))
+    for rows in (f.vec, f.hat):
+        assert rows.shape == (6, 4096) and rows.dtype == dtype and not rows.any()
+        assert rows.ctypes.data % LINE == 0 and rows.flags.c_contiguous
+    g = Family(10, 2, 1.0, dtype, ArrayPasses(np))
+    assert g.vec.shape == (2, 10) and g.vec.dtype == dtype and not g.vec.any()
+
+
 @pytest.mark.parametrize("case", ["deep stein float64", "deep stein float32", "deep tangent",
                                   "deep adam", "one hidden", "one hidden momentum"])
 def test_array_backend_reproduces_numpy_with_host_draws(case, array_backend):

@@ -48,8 +48,10 @@ class Family:
                  passes=HostPasses()):
         self.passes = passes                 # passes.py: the backend's passes over the rows
         xp = self.xp = passes.xp
-        self.vec = xp.zeros((capacity, N), dtype)
-        self.hat = xp.zeros((capacity, N), dtype)
+        # rows on cache lines on the host (passes.zeros): the history kernels' vector loads
+        # of a row then never straddle two lines (docs/performance.md)
+        self.vec = passes.zeros((capacity, N), dtype)
+        self.hat = passes.zeros((capacity, N), dtype)
         self.Cv = xp.zeros((capacity, capacity))
         self.Ch = xp.zeros((capacity, capacity))
         self.k = 0

@@ -1,6 +1,7 @@
 """The three passes over a family's stored rows, on each backend (docs/theory.md §4.6, §4.7).
 
-For stored rows R (k, N) in the storage dtype and float64 particle arrays:
+For stored rows R (k, N) in the storage dtype and float64 particle arrays
+(``zeros(shape, dtype)`` allocates such rows: on the host on cache lines):
 
     rows_times(R, V)             = R Vᵀ                      (k, m)
     times_rows(C, R, out)        = Cᵀ R                      (m, N), added into ``out``
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...engine.aligned import zeros_aligned
 from . import history_kernels
 from .gram import triangular_solver
 
@@ -42,6 +44,7 @@ class HostPasses:
     """NumPy: the Numba kernels of history_kernels.py, float32 or float64 rows."""
 
     xp = np
+    zeros = staticmethod(zeros_aligned)          # stored rows on cache lines (engine/aligned.py)
     rows_times = staticmethod(history_kernels.rows_dot)
     times_rows = staticmethod(history_kernels.combine_rows)
     mean_and_cross = staticmethod(history_kernels.mean_and_cross)
@@ -53,6 +56,7 @@ class ArrayPasses:
 
     def __init__(self, xp):
         self.xp = xp
+        self.zeros = xp.zeros                    # a device allocator aligns its blocks
         self.solve_triangular = triangular_solver(xp)
 
     def _cast(self, R):
