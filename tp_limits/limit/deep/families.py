@@ -48,8 +48,8 @@ class Family:
                  passes=HostPasses()):
         self.passes = passes                 # passes.py: the backend's passes over the rows
         xp = self.xp = passes.xp
-        # rows on cache lines on the host (passes.zeros): the history kernels' vector loads
-        # of a row then never straddle two lines (docs/performance.md)
+        # on the host (passes.zeros): rows on cache lines, and every page written once now,
+        # not first from inside the parallel passes that store rows (engine/aligned.py)
         self.vec = passes.zeros((capacity, N), dtype)
         self.hat = passes.zeros((capacity, N), dtype)
         self.Cv = xp.zeros((capacity, capacity))

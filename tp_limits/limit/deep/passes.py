@@ -1,7 +1,8 @@
 """The three passes over a family's stored rows, on each backend (docs/theory.md §4.6, §4.7).
 
 For stored rows R (k, N) in the storage dtype and float64 particle arrays
-(``zeros(shape, dtype)`` allocates such rows: on the host on cache lines):
+(``zeros(shape, dtype)`` allocates such rows; on the host on cache lines and
+written once before the run, see engine/aligned.py):
 
     rows_times(R, V)             = R Vᵀ                      (k, m)
     times_rows(C, R, out)        = Cᵀ R                      (m, N), added into ``out``
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...engine.aligned import zeros_aligned
+from ...engine.aligned import zeros_committed
 from . import history_kernels
 from .gram import triangular_solver
 
@@ -44,7 +45,8 @@ class HostPasses:
     """NumPy: the Numba kernels of history_kernels.py, float32 or float64 rows."""
 
     xp = np
-    zeros = staticmethod(zeros_aligned)          # stored rows on cache lines (engine/aligned.py)
+    #: the histories: on cache lines and written once before the run (engine/aligned.py)
+    zeros = staticmethod(zeros_committed)
     rows_times = staticmethod(history_kernels.rows_dot)
     times_rows = staticmethod(history_kernels.combine_rows)
     mean_and_cross = staticmethod(history_kernels.mean_and_cross)
