@@ -45,8 +45,9 @@ def empty_aligned(shape, dtype=np.float64) -> np.ndarray:
 
 def zeros_aligned(shape, dtype=np.float64) -> np.ndarray:
     """``np.zeros(shape, dtype)`` on a cache line.  Zeroed by the allocator, as np.zeros
-    is: a large buffer's pages are committed only when first written, so a history
-    sized for all T steps fills memory as the steps store rows, not at once."""
+    is: a large buffer's pages are committed only when first written.  For arrays the
+    first sweep writes whole (the one-hidden-layer φ cache, optimizer state); arrays
+    filled a slice at a time by parallel kernels take ``zeros_committed``."""
     return _on_a_line(np.zeros, shape, dtype)
 
 
@@ -57,10 +58,11 @@ def zeros_committed(shape, dtype=np.float64) -> np.ndarray:
     For arrays that a run fills a slice at a time from inside parallel kernels (the
     deep engine's histories): first writes into fresh memory there are slow.  NumPy
     asks the kernel for huge pages on large buffers, and the first write to each is a
-    fault that zeroes 2 MB (and may compact memory) inside the parallel call.  Measured: storing 800 rows of
-    10⁵ float64, four per parallel call, took 2.07 s into ``np.zeros`` memory and
-    0.04 s into memory written beforehand; the deep job ran 1.15–1.30× faster
-    (docs/performance.md, "Histories written once before the run")."""
+    fault that zeroes 2 MB (and may compact memory) inside the parallel call.
+    Measured: storing 800 rows of 10⁵ float64, four per parallel call, took 2.07 s
+    into ``np.zeros`` memory and 0.04 s into memory written beforehand; the deep job
+    ran 1.12–1.25× faster (docs/performance.md, "Histories written once before the
+    run")."""
     a = empty_aligned(shape, dtype)
     a.fill(0)
     return a
