@@ -1,6 +1,7 @@
 """Throughput of the one-hidden-layer limit kernel, with its two yardsticks.
 
     python benchmarks/bench_limit.py [--Ns 1e5,1e6,1e7] [--ds 1,4,16] [--Bs 1,16] [--E 4]
+                                     [--baseline OLD_TREE] [--rounds 3]
 
 All in one run on this machine (tanh, d_out = 1, evaluation on E inputs every
 step, float64):
@@ -23,8 +24,19 @@ step, float64):
 The three yardsticks (bandwidth, tanh, dgemm) are measured before and after
 the kernels and each takes the better value: a busy moment on a shared machine
 can double the tanh time, which made fractions above 100 % in one run.
+
+With ``--baseline DIR`` (a checkout of an older version, e.g. from ``git
+worktree add DIR REV``) the kernel columns alone are timed ``--rounds`` times on
+that version's package and on this one, each round in one process per version,
+alternating, and the best rates of each and their ratio are printed per
+configuration, without and with the cache: on a shared machine only a
+comparison within one run means something.
 """
 import argparse
+import json
+import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -145,6 +157,45 @@ def yardsticks():
     return bandwidth(800_000_000), phi_ns(), fma_per_s()
 
 
+CHILD = r"""
+import json, os, sys
+if os.environ.get("TP_TREE"):
+    sys.path.insert(0, os.environ["TP_TREE"])
+sys.path.insert(0, os.environ["TP_BENCH"])
+import tp_limits
+from bench_limit import run
+configs, E = json.loads(sys.argv[1]), int(sys.argv[2])
+rates = [list(run(N, d, B, E, False)[:2]) for N, d, B in configs]
+print(json.dumps({"package": os.path.dirname(tp_limits.__file__), "rates": rates}))
+"""
+
+
+def compare(args, configs):
+    """Best kernel rates (without, with the cache) of the baseline tree and of this one,
+    each round one process per tree, alternating."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    best = {}
+    for r in range(args.rounds):
+        for name, tree in (("baseline", args.baseline), ("this", here)):
+            env = dict(os.environ, TP_TREE=tree, TP_BENCH=os.path.dirname(__file__))
+            res = subprocess.run([sys.executable, "-c", CHILD, json.dumps(configs),
+                                  str(args.E)], capture_output=True, text=True, check=True,
+                                 env=env)
+            got = json.loads(res.stdout.strip().splitlines()[-1])
+            if r == 0:
+                print(f"{name}: package {got['package']}", flush=True)
+            for c, rates in zip(map(tuple, configs), got["rates"]):
+                old = best.get((name, c), (0.0, 0.0))
+                best[name, c] = tuple(max(a, b) for a, b in zip(old, rates))
+        print(f"round {r + 1} of {args.rounds} done", flush=True)
+    print(f"{'N':>9} {'d':>3} {'B':>3} {'baseline':>9} {'this':>8} {'ratio':>6} | "
+          f"{'cached: baseline':>16} {'this':>8} {'ratio':>6}   (M particle-steps/s)")
+    for c in map(tuple, configs):
+        (o, oc), (n, nc) = best["baseline", c], best["this", c]
+        print(f"{c[0]:>9} {c[1]:>3} {c[2]:>3} {o / 1e6:>9.1f} {n / 1e6:>8.1f} {n / o:>5.2f}x | "
+              f"{oc / 1e6:>16.1f} {nc / 1e6:>8.1f} {nc / oc:>5.2f}x")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--Ns", default="1e5,1e6,1e7")
@@ -152,7 +203,14 @@ def main():
     ap.add_argument("--Bs", default="1,16")
     ap.add_argument("--E", type=int, default=4)
     ap.add_argument("--numpy-max", type=float, default=1e7, help="skip NumPy above this N")
+    ap.add_argument("--baseline", default="", help="source tree of an older version to time "
+                    "against this one (kernel columns only)")
+    ap.add_argument("--rounds", type=int, default=3, help="alternations with --baseline")
     args = ap.parse_args()
+    if args.baseline:
+        compare(args, [[int(float(N)), int(d), int(B)] for N in args.Ns.split(",")
+                       for d in args.ds.split(",") for B in args.Bs.split(",")])
+        return
     # The yardsticks are measured before and after the kernels, and each takes the
     # better of the two: other load on a shared machine only makes them look worse,
     # and a yardstick that looks worse than the hardware inflates every fraction.

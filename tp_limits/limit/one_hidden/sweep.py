@@ -28,11 +28,16 @@ visited once per input.  A block's rows are read as 1-d slices
 and vectorize (φ uses the branch-free tanh of fastmath.py).  Float64
 particles are updated where they lie; float32 storage is copied into float64
 scratch per block and written back (``block_of``).
-Only for wide inputs (d >= BLAS_MIN_D) do the pre-activations of a block
-come from one BLAS gemm (inputs x block).  Each block writes its own row of ``out``
-(no atomics; the host sums rows in a fixed order), so results do not depend
-on the thread count, and the per-block sums double as batch means for the
-Monte Carlo standard error.
+The pre-activations come from register tiles (tiles.py: 16 particles, up to
+six inputs, the running sums in registers), the forward pass in chunks of
+FORWARD_CHUNK particles whose rows stay in L1.  With plain SGD and B <=
+FUSE_MAX_B the step of Z^U is taken inside the forward pass's first tile, so
+the block is read from memory, moved and used for the forward inputs in one
+pass (step 1 then moves Z^{nV} only).  Only for wide inputs (d >= BLAS_MIN_D)
+do the pre-activations of a block come from one BLAS gemm (inputs x block).
+Each block writes its own row of ``out`` (no atomics; the host sums rows in
+a fixed order), so results do not depend on the thread count, and the
+per-block sums double as batch means for the Monte Carlo standard error.
 
 The columns of a row of ``out`` are described in columns.py.
 """
@@ -47,6 +52,14 @@ from numba.extending import overload
 from ...nonlinearities import get_nonlinearity
 from .fastmath import fast_tanh
 from .state import hyperparameters
+from .tiles import (
+    MAX_Q,
+    preact_tile,
+    preacts_into,
+    tile_count,
+    tile_size,
+    update_preact_tile,
+)
 
 _FAST = dict(fastmath=True, error_model="numpy", cache=True)
 
@@ -238,8 +251,12 @@ def cache_pays(phi: str, d: int) -> bool:
     return d >= CACHE_MIN_D or phi not in PIECEWISE_LINEAR
 
 
-#: from this input dimension on, pre-activations are built two inputs per pass over Z^U
-PAIR_MIN_D = 4
+#: up to this batch size plain SGD moves Z^U in the forward pass's first tile
+#: (tiles.update_preact_tile); beyond it the separate update passes are faster
+FUSE_MAX_B = 4
+#: particles per chunk of the forward pass: a tile's pre-activation rows (at most MAX_Q
+#: rows of 2 KB) stay in L1 while φ and the readout sums take them
+FORWARD_CHUNK = 256
 L2_BUDGET = 768 * 1024   # bytes of per-block scratch meant to stay in a core's L2
 MIN_BLOCK, MAX_BLOCK = 256, 8192
 
@@ -249,7 +266,8 @@ def block_size(d: int, d_out: int, B: int, E: int, N: int, stats: bool = False) 
 
     Per particle a block holds in L2 (in place, or as a float64 copy) Z^U and
     Z^{nV}, and in float64 scratch the batch's
-    pre-activations, φ′-weighted errors and φ values (3B), two scratch rows,
+    pre-activations, φ′-weighted errors and φ values (3B), two scratch rows
+    (the forward pass's chunk of pre-activation rows is a fixed 12 KB),
     on the gemm path the pre-activation rows of the inputs and the Z^U
     increment, and with statistics the (h, h_0, x) rows of the eval inputs.
     At d = 16, B = 16 a fixed 2048-particle block spilled out of L2 and ran
@@ -274,13 +292,12 @@ def block_size(d: int, d_out: int, B: int, E: int, N: int, stats: bool = False) 
 @njit(fastmath=True, error_model="numpy", cache=True)
 def _preacts(Ub, ua, m, X, use_blas):
     """H[i, j] = Ub[:, ua + j] · X[i]: one gemm (Ub is then a copy, ua = 0), or the
-    vectorized passes of _preact_row."""
+    register tiles of tiles.py."""
     n = X.shape[0]
     if use_blas and n > 0:
         return np.dot(X, Ub)
     H = np.empty((n, m))
-    for i in range(n):
-        _preact_row(Ub, ua, X[i], H[i])
+    preacts_into(Ub, ua, m, X, H)
     return H
 
 
@@ -314,7 +331,7 @@ def _adam_into(Z, M, V, a, Gr, b1, b2, eps, bias1, bias2, lr, shrink):
 
 @njit(fastmath=True, error_model="numpy", cache=True)
 def _update_block(Ub, Vb, S0u, S0v, S1u, S1v, pa, m, tag, Xb, chi, step_u, step_v,
-                  use_blas, mode, hp, cache, ca, cached):
+                  use_blas, mode, hp, cache, ca, cached, defer_u):
     """Simultaneous update of one block with the batch (Xb, χ); see the module docstring.
 
     The particles and optimizer state are the blocks (·, pa) of width m.  ``mode``
@@ -322,6 +339,8 @@ def _update_block(Ub, Vb, S0u, S0v, S1u, S1v, pa, m, tag, Xb, chi, step_u, step_
     S0v; 2: into zeroed gradient scratch, then Adam with moments (S0, S1).  With
     ``cached`` the batch's φ(Z^U ξ_i), φ′(Z^U ξ_i) are read from the columns ca.. of
     ``cache`` (left there by the previous sweep's forward pass) instead of recomputed.
+    With ``defer_u`` Z^U is not moved here: the forward pass takes that step
+    (_forward_sums) with the φ′-weighted errors G returned.
     """
     d, do, B = Ub.shape[0], Vb.shape[0], Xb.shape[0]
     H = _preacts(Ub, pa, m, Xb, use_blas) if not cached else np.empty((0, m))
@@ -353,7 +372,7 @@ def _update_block(Ub, Vb, S0u, S0v, S1u, S1v, pa, m, tag, Xb, chi, step_u, step_
     else:
         TU, TV, ta = Ub, Vb, pa
     sign = -1.0 if mode else 1.0
-    if step_u != 0.0:
+    if step_u != 0.0 and not defer_u:
         if use_blas and B >= BLAS_MIN_B:
             _sub_scaled(TU, ta, sign * step_u, np.dot(np.ascontiguousarray(Xb.T), G), 0, m)
         else:
@@ -366,6 +385,7 @@ def _update_block(Ub, Vb, S0u, S0v, S1u, S1v, pa, m, tag, Xb, chi, step_u, step_
     elif mode == 2:
         _adam_into(Ub, S0u, S1u, pa, TU, hp[3], hp[4], hp[5], hp[6], hp[7], hp[8], hp[1])
         _adam_into(Vb, S0v, S1v, pa, TV, hp[3], hp[4], hp[5], hp[6], hp[7], hp[9], hp[2])
+    return G
 
 
 @njit(fastmath=True, error_model="numpy", cache=True)
@@ -499,75 +519,6 @@ def _sub_scaled(A, a, lr, dA, da, m):
             Ak[j] -= lr * dAk[j]
 
 
-@njit(fastmath=True, error_model="numpy", cache=True)
-def _preact_row(Ub, ua, x, h):
-    """h[j] = Ub[:, ua + j] · x by vectorized passes over the block, four rows of Ub per
-    pass (one load and store of h per four multiply-adds)."""
-    d, m = Ub.shape[0], h.shape[0]
-    k = d % 4
-    if k == 0:
-        for j in range(m):
-            h[j] = 0.0
-    elif k == 1:
-        U0, x0 = Ub[0, ua:ua + m], x[0]
-        for j in range(m):
-            h[j] = U0[j] * x0
-    elif k == 2:
-        U0, U1, x0, x1 = Ub[0, ua:ua + m], Ub[1, ua:ua + m], x[0], x[1]
-        for j in range(m):
-            h[j] = U0[j] * x0 + U1[j] * x1
-    else:
-        U0, U1, U2 = Ub[0, ua:ua + m], Ub[1, ua:ua + m], Ub[2, ua:ua + m]
-        x0, x1, x2 = x[0], x[1], x[2]
-        for j in range(m):
-            h[j] = U0[j] * x0 + U1[j] * x1 + U2[j] * x2
-    while k < d:
-        U0, U1 = Ub[k, ua:ua + m], Ub[k + 1, ua:ua + m]
-        U2, U3 = Ub[k + 2, ua:ua + m], Ub[k + 3, ua:ua + m]
-        x0, x1, x2, x3 = x[k], x[k + 1], x[k + 2], x[k + 3]
-        for j in range(m):
-            h[j] += (U0[j] * x0 + U1[j] * x1) + (U2[j] * x2 + U3[j] * x3)
-        k += 4
-
-
-@njit(fastmath=True, error_model="numpy", cache=True)
-def _preact_pair(Ub, ua, x, y, hx, hy):
-    """hx[j] = Ub[:, ua + j] · x and hy[j] = Ub[:, ua + j] · y in the same passes: each
-    load of four rows of Ub serves both inputs (4 loads, 2 loads and 2 stores per 8
-    multiply-adds, against 4 + 2 per 4 for one input at a time)."""
-    d, m = Ub.shape[0], hx.shape[0]
-    k = d % 4
-    if k == 0:
-        for j in range(m):
-            hx[j] = 0.0
-            hy[j] = 0.0
-    elif k == 1:
-        U0 = Ub[0, ua:ua + m]
-        for j in range(m):
-            hx[j] = U0[j] * x[0]
-            hy[j] = U0[j] * y[0]
-    elif k == 2:
-        U0, U1 = Ub[0, ua:ua + m], Ub[1, ua:ua + m]
-        for j in range(m):
-            hx[j] = U0[j] * x[0] + U1[j] * x[1]
-            hy[j] = U0[j] * y[0] + U1[j] * y[1]
-    else:
-        U0, U1, U2 = Ub[0, ua:ua + m], Ub[1, ua:ua + m], Ub[2, ua:ua + m]
-        for j in range(m):
-            hx[j] = U0[j] * x[0] + U1[j] * x[1] + U2[j] * x[2]
-            hy[j] = U0[j] * y[0] + U1[j] * y[1] + U2[j] * y[2]
-    while k < d:
-        U0, U1 = Ub[k, ua:ua + m], Ub[k + 1, ua:ua + m]
-        U2, U3 = Ub[k + 2, ua:ua + m], Ub[k + 3, ua:ua + m]
-        x0, x1, x2, x3 = x[k], x[k + 1], x[k + 2], x[k + 3]
-        y0, y1, y2, y3 = y[k], y[k + 1], y[k + 2], y[k + 3]
-        for j in range(m):
-            u0, u1, u2, u3 = U0[j], U1[j], U2[j], U3[j]
-            hx[j] += (u0 * x0 + u1 * x1) + (u2 * x2 + u3 * x3)
-            hy[j] += (u0 * y0 + u1 * y1) + (u2 * y2 + u3 * y3)
-        k += 4
-
-
 @njit(inline="always", fastmath=True, error_model="numpy", cache=True)
 def _row_sums(h, Vb, va, wb, uniform, tag, ph, acc, c0):
     """acc[c0 + o] += Σ_j w_j Vb[o, va + j] φ(h_j); ``ph`` is scratch (it may be h)."""
@@ -598,60 +549,72 @@ def _sums_of_rows(H, Vb, va, wb, uniform, tag, ph, acc, col):
 
 
 @njit(fastmath=True, error_model="numpy", cache=True)
-def _forward_sums(Ub, Vb, a, X, wb, uniform, tag, use_blas, ph, ph2, acc, col):
+def _forward_sums(Ub, Vb, a, m, X, wb, uniform, tag, use_blas, cache, a0, nkeep, acc, col,
+                  Xb, G, step_u):
     """acc[col + i*d_out + o] += Σ_j w_j Vb[o, a+j] φ(Ub[:, a+j] · X[i])  for each input i.
 
-    Small d: each row's pre-activations are built in the scratch ``ph`` and
-    φ is applied there in place (no (n, m) array, no φ′); from BLAS_MIN_D on
-    they come from one gemm.  For id and relu (piecewise linear) with equal
-    weights, φ is fused with the dot product in one pass; LLVM does not
-    vectorize that reduction around the longer tanh body, so the other φ
-    first fill ``ph`` (a vectorized loop) and then take the dot product
-    (measured: tanh 1.4 ns two-pass vs 3.4 fused).  From PAIR_MIN_D on the
-    rows are built two at a time (_preact_pair), in ``ph`` and ``ph2``.
+    The block goes in chunks of FORWARD_CHUNK particles; in each, the inputs
+    go in register tiles of up to MAX_Q (tiles.py) whose pre-activation rows
+    (at most MAX_Q × FORWARD_CHUNK float64) stay in L1 while φ is applied to
+    them in place and the readout sums are taken (_rows_into_sums).  From
+    BLAS_MIN_D on the pre-activations of the whole block come from one gemm.
+    For id and relu (piecewise linear) with equal weights, φ is fused
+    with the dot product in one pass; LLVM does not vectorize that reduction
+    around the longer tanh body, so the other φ first fill the row (a
+    vectorized loop) and then take the dot product (measured: tanh 1.4 ns
+    two-pass vs 3.4 fused).
+
+    The first ``nkeep`` inputs (the next batch, when the sweep keeps a cache)
+    also leave φ(Ub·X[i]) (and φ′, unless it follows from φ: see cache_planes)
+    in the cache's columns a0.. of row i: the next sweep's update reads them
+    instead of recomputing.
+
+    With a batch ``Xb`` (plain SGD, float64 in place, B <= FUSE_MAX_B) the step
+    of Z^U that _update_block left undone is taken here, Z^U −= step_u Xbᵀ G,
+    by the first tile of each chunk (tiles.update_preact_tile), which reads
+    each row of the chunk once, moves it, writes it back and uses it for its
+    inputs: the update's memory traffic overlaps the forward arithmetic.
     """
-    do, n, m = Vb.shape[0], X.shape[0], ph.shape[0]
     if use_blas:
-        _sums_of_rows(_preacts(Ub, a, m, X, True), Vb, a, wb, uniform, tag, ph, acc, col)
+        H = _preacts(Ub, a, m, X, True)
+        _rows_into_sums(H, X.shape[0], m, 0, Vb, a, wb, uniform, tag, cache, a0, nkeep, acc,
+                        col)
         return
-    i = 0
-    if X.shape[1] >= PAIR_MIN_D:        # two inputs per pass over Z^U (ph2: their scratch)
-        while i + 1 < n:
-            _preact_pair(Ub, a, X[i], X[i + 1], ph, ph2)
-            _row_sums(ph, Vb, a, wb, uniform, tag, ph, acc, col + i * do)
-            _row_sums(ph2, Vb, a, wb, uniform, tag, ph2, acc, col + (i + 1) * do)
-            i += 2
-    while i < n:
-        _preact_row(Ub, a, X[i], ph)
-        _row_sums(ph, Vb, a, wb, uniform, tag, ph, acc, col + i * do)
-        i += 1
+    n = X.shape[0]
+    tiles = tile_count(n)
+    H = np.empty((MAX_Q, min(m, FORWARD_CHUNK)))
+    for c0 in range(0, m, FORWARD_CHUNK):
+        mc = min(m, c0 + FORWARD_CHUNK) - c0
+        wc = wb if uniform else wb[c0:c0 + mc]
+        i0 = 0
+        for t in range(tiles):
+            q = tile_size(n, i0, t, tiles)
+            if t == 0 and Xb.shape[0] > 0:
+                update_preact_tile(Ub, a + c0, mc, Xb, G[:, c0:], step_u, X, i0, q, H)
+            else:
+                preact_tile(Ub, a + c0, mc, X, i0, q, H)
+            _rows_into_sums(H, q, mc, i0, Vb, a + c0, wc, uniform, tag, cache, a0 + c0, nkeep,
+                            acc, col)
+            i0 += q
 
 
 @njit(fastmath=True, error_model="numpy", cache=True)
-def _forward_sums_keep(Ub, Vb, a, X, wb, uniform, tag, use_blas, ph, ph2, cache, a0, acc,
-                       col):
-    """_forward_sums that also keeps φ(Ub·X[i]) (and φ′, unless it follows from φ: see
-    cache_planes) in the cache's columns a0.. of row i: the next sweep's update reads
-    them instead of recomputing."""
-    do, n, m = Vb.shape[0], X.shape[0], ph.shape[0]
-    H = _preacts(Ub, a, m, X, True) if use_blas else np.empty((0, m))
-    pairs = not use_blas and X.shape[1] >= PAIR_MIN_D
-    for i in range(n):
-        Pi = cache[0, i, a0:a0 + m]
-        if use_blas:
-            h = H[i]
-        elif pairs and i % 2 == 1:      # built with the row before it
-            h = ph2
-        elif pairs and i + 1 < n:
-            _preact_pair(Ub, a, X[i], X[i + 1], ph, ph2)
-            h = ph
-        else:
-            _preact_row(Ub, a, X[i], ph)
-            h = ph
+def _rows_into_sums(H, q, m, i0, Vb, a, wb, uniform, tag, cache, ca, nkeep, acc, col):
+    """acc[col + i*d_out + o] += Σ_j w_j Vb[o, a+j] φ(H[r, j]), j < m, for the inputs
+    i = i0 + r held in the rows r < q of H (overwritten); inputs below ``nkeep`` leave φ
+    (and φ′) in the cache's columns ca.. (see _forward_sums)."""
+    do = Vb.shape[0]
+    for r in range(q):
+        i = i0 + r
+        h = H[r, :m]
+        if i >= nkeep:
+            _row_sums(h, Vb, a, wb, uniform, tag, h, acc, col + i * do)
+            continue
+        Pi = cache[0, i, ca:ca + m]
         if dphi_from_value(tag):      # φ′ follows from φ: the next update recovers it
             phi_values(tag, h, Pi)
         else:
-            phi_arrays(tag, h, Pi, cache[1, i, a0:a0 + m])
+            phi_arrays(tag, h, Pi, cache[1, i, ca:ca + m])
         for o in range(do):
             s = 0.0
             Vo = Vb[o, a:a + m]
@@ -780,6 +743,15 @@ def sweep_kernel(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block
     use_blas = d >= BLAS_MIN_D
     mode = SU.shape[0]
     keep = cache.shape[1] >= Bn > 0
+    with_stats = stats and E > 0
+    # the next batch and, unless their statistics are asked for, the eval inputs share
+    # one set of tiles: their columns of ``out`` follow one another
+    Xf = Xn if with_stats else np.concatenate((Xn, Xe))
+    nkeep = Bn if keep else 0
+    # plain SGD: the Z^U step rides on the forward pass's tiles (one pass over the block
+    # for both) where the block is worked on in place; it needs a forward input
+    fuse = (mode == 0 and not use_blas and step_u != 0.0 and 0 < Xb.shape[0] <= FUSE_MAX_B
+            and Xf.shape[0] > 0)
     for bi in prange(nb):
         a0 = bi * block
         m = min(N, a0 + block) - a0
@@ -787,15 +759,16 @@ def sweep_kernel(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block
         Vb = block_of(V, a0, m, use_blas)[0]      # the same dtype: the same offset pa
         wb = w[a0:a0 + m] if not uniform else w[:1]
         acc = out[bi]
-        ph = np.empty(m)
-        D = np.empty(m)
+        G = np.empty((0, m))
+        Xu = Xb if fuse and not copied else Xb[:0]
         if Xb.shape[0] > 0:
             S0u = block_of(SU[0], a0, m, use_blas)[0] if mode > 0 else Ub
             S0v = block_of(SV[0], a0, m, use_blas)[0] if mode > 0 else Vb
             S1u = block_of(SU[1], a0, m, use_blas)[0] if mode > 1 else Ub
             S1v = block_of(SV[1], a0, m, use_blas)[0] if mode > 1 else Vb
-            _update_block(Ub, Vb, S0u, S0v, S1u, S1v, pa, m, tag, Xb, chi, step_u, step_v,
-                          use_blas, mode, hp, cache, a0, cached)
+            G = _update_block(Ub, Vb, S0u, S0v, S1u, S1v, pa, m, tag, Xb, chi, step_u,
+                              step_v, use_blas, mode, hp, cache, a0, cached,
+                              Xu.shape[0] > 0)
             if copied:
                 _store_block(Ub, U, a0)
                 _store_block(Vb, V, a0)
@@ -805,20 +778,15 @@ def sweep_kernel(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block
                 if mode > 1:
                     _store_block(S1u, SU[1], a0)
                     _store_block(S1v, SV[1], a0)
-        # D: the forward passes' second scratch row (and the statistics' φ′ scratch)
-        if keep:
-            _forward_sums_keep(Ub, Vb, pa, Xn, wb, uniform, tag, use_blas, ph, D, cache, a0,
-                               acc, 0)
-        else:
-            _forward_sums(Ub, Vb, pa, Xn, wb, uniform, tag, use_blas, ph, D, acc, 0)
-        if stats and E > 0:             # the eval pre-activations serve both sums
+        _forward_sums(Ub, Vb, pa, m, Xf, wb, uniform, tag, use_blas, cache, a0, nkeep, acc, 0,
+                      Xu, G, step_u)
+        if with_stats:                  # the eval pre-activations serve both sums
+            ph, D = np.empty(m), np.empty(m)      # φ(h) and φ′ scratch rows
             He = _preacts(Ub, pa, m, Xe, use_blas)
             _sums_of_rows(He, Vb, pa, wb, uniform, tag, ph, acc, Bn * do)
             U0b, u0a, _ = block_of(U0, a0, m, use_blas)
             H0 = _preacts(U0b, u0a, m, Xe, use_blas)
             _stats_block(He, H0, wb, uniform, tag, D, acc, (Bn + E) * do)
-        else:
-            _forward_sums(Ub, Vb, pa, Xe, wb, uniform, tag, use_blas, ph, D, acc, Bn * do)
 
 
 def warm_up(tag, dtype) -> None:
