@@ -264,6 +264,16 @@ def test_float64_blocks_are_worked_on_in_place(dtype, copy, in_place):
     assert (A[1, 5] == 7.0) == in_place and np.count_nonzero(A) == int(in_place)
 
 
+def test_particles_not_in_rows_are_refused_before_compiling():
+    """The register tiles read each coordinate's row of particles as contiguous vectors."""
+    U = np.asfortranarray(np.zeros((2, 4)))
+    with pytest.raises(TypeError, match="C-contiguous"):
+        sweep(U, np.zeros((1, 4)), np.ones(1), U, phi_tag("id"), np.zeros((0, 2)),
+              np.zeros((0, 1)), 0.0, 0.0, np.zeros((1, 2)), np.zeros((0, 2)), False, 4,
+              np.zeros((1, 2)), np.zeros((0, 2, 1)), np.zeros((0, 1, 1)), hyperparameters(),
+              np.zeros((2, 0, 1)), False)
+
+
 def test_mixed_storage_dtypes_are_refused():
     """Float64 arrays are worked on in place and float32 ones copied, at different block
     offsets: the sweep takes one storage dtype for all particle arrays."""

@@ -727,6 +727,10 @@ def sweep(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out, 
         # would otherwise compile a whole specialization only to refuse it.
         raise TypeError("sweep: U, V, U0, SU and SV must share one storage dtype, got "
                         + ", ".join(map(str, dtypes)))
+    if not (U.flags.c_contiguous and U0.flags.c_contiguous):
+        # the register tiles read rows of particles as contiguous vectors (tiles.py)
+        raise TypeError("sweep: U and U0 must be C-contiguous (d, N) arrays, one row per "
+                        "coordinate of the particles")
     sweep_kernel(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block, out, SU,
                  SV, hp, cache, cached)
 
