@@ -17,7 +17,9 @@ from tp_limits.limit.one_hidden.state import hyperparameters
 from tp_limits.limit.one_hidden.sweep import (
     BLAS_MIN_B,
     BLAS_MIN_D,
+    FUSE_MAX_B,
     PHI_CODES,
+    UPDATE_CHUNK,
     block_of,
     cache_planes,
     dphi_of_value,
@@ -107,6 +109,36 @@ def test_sweep_matches_numpy_twin(phi, d, B, Bn, E, stats, weighted):
     assert np.allclose(U1, U2, rtol=1e-12, atol=1e-13)
     assert np.allclose(V1, V2, rtol=1e-12, atol=1e-13)
     assert out.shape == ref.shape and np.allclose(out, ref, rtol=1e-11, atol=1e-13)
+
+
+@pytest.mark.parametrize("B, weighted", [(1, False), (3, True)])
+def test_chunked_update_moves_the_particles_as_the_whole_block_does(B, weighted):
+    """Without the cache, plain SGD with B <= FUSE_MAX_B runs the update and the forward
+    pass chunk by chunk when a block is wider than UPDATE_CHUNK.  Each particle goes
+    through the same arithmetic either way, so the particles come out bit for bit
+    equal to blocks of UPDATE_CHUNK (no chunking); the sums, grouped per block, agree
+    to rounding and with the NumPy twin."""
+    assert B <= FUSE_MAX_B
+    rng = np.random.default_rng(B)
+    d, do, N, E = 16, 1, 3 * UPDATE_CHUNK * 4 + 37, 4
+    U, V, U0 = _random_state(rng, d, do, N)
+    w = rng.uniform(0, 2 / N, N) if weighted else np.full(1, 1 / N)
+    Xb, chi = rng.standard_normal((B, d)), rng.standard_normal((B, do))
+    Xn, Xe = rng.standard_normal((B, d)), rng.standard_normal((E, d))
+    args = (w, U0, phi_tag("tanh"), Xb, chi, 0.3, 0.2, Xn, Xe, False)
+    runs = {}
+    for block in (4 * UPDATE_CHUNK, UPDATE_CHUNK):
+        u, v = U.copy(), V.copy()
+        out = np.zeros(((N + block - 1) // block, n_columns(B, E, do, False)))
+        sweep(u, v, *args, block, out, *_plain(d, do))
+        runs[block] = (u, v, out.sum(axis=0))
+    (u1, v1, s1), (u2, v2, s2) = runs.values()
+    assert np.array_equal(u1, u2) and np.array_equal(v1, v2)
+    assert not np.array_equal(u1, U)
+    assert np.allclose(s1, s2, rtol=1e-12, atol=1e-15)
+    ref = sweep_numpy(U.copy(), V.copy(), w, U0, "tanh", Xb, chi, 0.3, 0.2, Xn, Xe, False,
+                      UPDATE_CHUNK).sum(axis=0)
+    assert np.allclose(s1, ref, rtol=1e-11, atol=1e-13)
 
 
 HEAVY = hyperparameters(momentum=0.9, decay_u=0.05, decay_v=0.02)

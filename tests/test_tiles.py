@@ -24,7 +24,7 @@ def _one_tile(U, a, m, X, i0, q, H):
 
 @njit
 def _update_tile(U, a, m, C, G, lr, X, q, H):
-    update_preact_tile(U, a, m, C, G, lr, X, 0, q, H)
+    update_preact_tile(U, a, m, C, G, lr, X, 0, q, H, 64)
 
 
 def _bound(X, U):

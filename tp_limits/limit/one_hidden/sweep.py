@@ -54,6 +54,7 @@ from .fastmath import fast_tanh
 from .state import hyperparameters
 from .tiles import (
     MAX_Q,
+    PREFETCH_AHEAD,
     preact_tile,
     preacts_into,
     tile_count,
@@ -257,6 +258,13 @@ FUSE_MAX_B = 4
 #: particles per chunk of the forward pass: a tile's pre-activation rows (at most MAX_Q
 #: rows of 2 KB) stay in L1 while φ and the readout sums take them
 FORWARD_CHUNK = 256
+#: without the φ cache, the fused path runs the update and the forward pass chunk by
+#: chunk, the forward tiles prefetching the next chunk, which the update's pass over
+#: the batch then finds in cache (docs/performance.md: 1.15-1.2x at d = 16, B = 1)
+UPDATE_CHUNK = 512
+#: ... from this input dimension on; below it the pass over the batch moves too little
+#: data for the chunks' extra passes to pay (0.83-0.93x at d = 1 and 4, B = 1)
+CHUNKED_UPDATE_MIN_D = 8
 L2_BUDGET = 768 * 1024   # bytes of per-block scratch meant to stay in a core's L2
 MIN_BLOCK, MAX_BLOCK = 256, 8192
 
@@ -550,7 +558,7 @@ def _sums_of_rows(H, Vb, va, wb, uniform, tag, ph, acc, col):
 
 @njit(fastmath=True, error_model="numpy", cache=True)
 def _forward_sums(Ub, Vb, a, m, X, wb, uniform, tag, use_blas, cache, a0, nkeep, acc, col,
-                  Xb, G, step_u):
+                  Xb, G, step_u, ahead):
     """acc[col + i*d_out + o] += Σ_j w_j Vb[o, a+j] φ(Ub[:, a+j] · X[i])  for each input i.
 
     The block goes in chunks of FORWARD_CHUNK particles; in each, the inputs
@@ -573,7 +581,8 @@ def _forward_sums(Ub, Vb, a, m, X, wb, uniform, tag, use_blas, cache, a0, nkeep,
     of Z^U that _update_block left undone is taken here, Z^U −= step_u Xbᵀ G,
     by the first tile of each chunk (tiles.update_preact_tile), which reads
     each row of the chunk once, moves it, writes it back and uses it for its
-    inputs: the update's memory traffic overlaps the forward arithmetic.
+    inputs: the update's memory traffic overlaps the forward arithmetic; it
+    prefetches ``ahead`` particles past itself.
     """
     if use_blas:
         H = _preacts(Ub, a, m, X, True)
@@ -590,7 +599,7 @@ def _forward_sums(Ub, Vb, a, m, X, wb, uniform, tag, use_blas, cache, a0, nkeep,
         for t in range(tiles):
             q = tile_size(n, i0, t, tiles)
             if t == 0 and Xb.shape[0] > 0:
-                update_preact_tile(Ub, a + c0, mc, Xb, G[:, c0:], step_u, X, i0, q, H)
+                update_preact_tile(Ub, a + c0, mc, Xb, G[:, c0:], step_u, X, i0, q, H, ahead)
             else:
                 preact_tile(Ub, a + c0, mc, X, i0, q, H)
             _rows_into_sums(H, q, mc, i0, Vb, a + c0, wc, uniform, tag, cache, a0 + c0, nkeep,
@@ -763,27 +772,36 @@ def sweep_kernel(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block
         Vb = block_of(V, a0, m, use_blas)[0]      # the same dtype: the same offset pa
         wb = w[a0:a0 + m] if not uniform else w[:1]
         acc = out[bi]
-        G = np.empty((0, m))
         Xu = Xb if fuse and not copied else Xb[:0]
-        if Xb.shape[0] > 0:
-            S0u = block_of(SU[0], a0, m, use_blas)[0] if mode > 0 else Ub
-            S0v = block_of(SV[0], a0, m, use_blas)[0] if mode > 0 else Vb
-            S1u = block_of(SU[1], a0, m, use_blas)[0] if mode > 1 else Ub
-            S1v = block_of(SV[1], a0, m, use_blas)[0] if mode > 1 else Vb
-            G = _update_block(Ub, Vb, S0u, S0v, S1u, S1v, pa, m, tag, Xb, chi, step_u,
-                              step_v, use_blas, mode, hp, cache, a0, cached,
-                              Xu.shape[0] > 0)
-            if copied:
-                _store_block(Ub, U, a0)
-                _store_block(Vb, V, a0)
-                if mode > 0:
-                    _store_block(S0u, SU[0], a0)
-                    _store_block(S0v, SV[0], a0)
-                if mode > 1:
-                    _store_block(S1u, SU[1], a0)
-                    _store_block(S1v, SV[1], a0)
-        _forward_sums(Ub, Vb, pa, m, Xf, wb, uniform, tag, use_blas, cache, a0, nkeep, acc, 0,
-                      Xu, G, step_u)
+        moves = Xb.shape[0] > 0
+        S0u = block_of(SU[0], a0, m, use_blas)[0] if moves and mode > 0 else Ub
+        S0v = block_of(SV[0], a0, m, use_blas)[0] if moves and mode > 0 else Vb
+        S1u = block_of(SU[1], a0, m, use_blas)[0] if moves and mode > 1 else Ub
+        S1v = block_of(SV[1], a0, m, use_blas)[0] if moves and mode > 1 else Vb
+        # without the cache the fused update goes chunk by chunk: the forward tiles of one
+        # chunk prefetch the next, which the update's pass over the batch reads first
+        step = (UPDATE_CHUNK if Xu.shape[0] > 0 and not cached and d >= CHUNKED_UPDATE_MIN_D
+                else m)
+        ahead = UPDATE_CHUNK if step < m else PREFETCH_AHEAD
+        for c0 in range(0, m, step):
+            mc = min(m, c0 + step) - c0
+            wc = wb if uniform else wb[c0:c0 + mc]
+            G = np.empty((0, mc))
+            if moves:
+                G = _update_block(Ub, Vb, S0u, S0v, S1u, S1v, pa + c0, mc, tag, Xb, chi, step_u,
+                                  step_v, use_blas, mode, hp, cache, a0 + c0, cached,
+                                  Xu.shape[0] > 0)
+            _forward_sums(Ub, Vb, pa + c0, mc, Xf, wc, uniform, tag, use_blas, cache, a0 + c0,
+                          nkeep, acc, 0, Xu, G, step_u, ahead)
+        if copied and moves:
+            _store_block(Ub, U, a0)
+            _store_block(Vb, V, a0)
+            if mode > 0:
+                _store_block(S0u, SU[0], a0)
+                _store_block(S0v, SV[0], a0)
+            if mode > 1:
+                _store_block(S1u, SU[1], a0)
+                _store_block(S1v, SV[1], a0)
         if with_stats:                  # the eval pre-activations serve both sums
             ph, D = np.empty(m), np.empty(m)      # φ(h) and φ′ scratch rows
             He = _preacts(Ub, pa, m, Xe, use_blas)

@@ -52,8 +52,8 @@ def _tiles_codegen(update):
     def codegen(context, builder, signature, args):
         tys = signature.args
         if update:
-            Uv, av, mv, Cv, Gv, lrv, Xv, i0v, qv, Hv = args
-            tU, ta, tm, tC, tG, tlr, tX, ti0, tq, tH = tys
+            Uv, av, mv, Cv, Gv, lrv, Xv, i0v, qv, Hv, aheadv = args
+            tU, ta, tm, tC, tG, tlr, tX, ti0, tq, tH, tahead = tys
         else:
             Uv, av, mv, Xv, i0v, qv, Hv = args
             tU, ta, tm, tX, ti0, tq, tH = tys
@@ -88,6 +88,7 @@ def _tiles_codegen(update):
         _, X_at = matrix(tX, Xv)
         _, H_at = matrix(tH, Hv)
         av, mv, i0v, qv = index(av, ta), index(mv, tm), index(i0v, ti0), index(qv, tq)
+        ahead = index(aheadv, tahead) if update else const(PREFETCH_AHEAD)
         d = cgutils.unpack_tuple(builder, Ua.shape, 2)[0]
         if update:
             Ca, C_at = matrix(tC, Cv)
@@ -126,8 +127,8 @@ def _tiles_codegen(update):
             and stored back."""
             if prefetch_ahead:
                 for w in range(WIDE):
-                    ahead = builder.gep(base, [const(PREFETCH_AHEAD + w * LANES)])
-                    builder.call(prefetch, [builder.bitcast(ahead, i8p), ir.Constant(
+                    line = builder.gep(base, [builder.add(ahead, const(w * LANES))])
+                    builder.call(prefetch, [builder.bitcast(line, i8p), ir.Constant(
                         i32, int(update)), ir.Constant(i32, 3), ir.Constant(i32, 1)])
             for w, slot in enumerate(slots):
                 builder.store(load(base, w), slot)
@@ -209,16 +210,19 @@ def preact_tile(typingctx, U, a, m, X, i0, q, H):
 
 
 @intrinsic
-def update_preact_tile(typingctx, U, a, m, C, G, lr, X, i0, q, H):
+def update_preact_tile(typingctx, U, a, m, C, G, lr, X, i0, q, H, ahead):
     """First U[k, a + j] −= lr Σ_b C[b, k] G[b, j] for j < m (the SGD step of Z^U,
     docs/theory.md §2, with C the batch ξ and G its φ′-weighted errors), then
     preact_tile with the moved particles.  Each row of the block is read once, moved,
     written back and used at once for the q inputs, so the update's memory traffic and
     the forward pass's arithmetic overlap.  U[k, j] moves by the chain
-    u ← fma(−lr C[b, k], G[b, j], u), b = 0 .. B-1."""
+    u ← fma(−lr C[b, k], G[b, j], u), b = 0 .. B-1.  The lines of each row ``ahead``
+    particles past the tile are prefetched (with write intent): PREFETCH_AHEAD where
+    this tile is the first to read the block, the chunk width where the update's
+    first pass reads the next chunk (see the sweep's UPDATE_CHUNK)."""
     if not (_matrices(U, C, G, X, H) and U.layout == "C" and H.layout == "C"):
         return None
-    return types.void(U, a, m, C, G, lr, X, i0, q, H), _tiles_codegen(True)
+    return types.void(U, a, m, C, G, lr, X, i0, q, H, ahead), _tiles_codegen(True)
 
 
 @njit(inline="always", fastmath=True, error_model="numpy", cache=True)
