@@ -765,6 +765,7 @@ def sweep_kernel(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block
     # for both) where the block is worked on in place; it needs a forward input
     fuse = (mode == 0 and not use_blas and step_u != 0.0 and 0 < Xb.shape[0] <= FUSE_MAX_B
             and Xf.shape[0] > 0)
+    moves = Xb.shape[0] > 0
     for bi in prange(nb):
         a0 = bi * block
         m = min(N, a0 + block) - a0
@@ -773,7 +774,7 @@ def sweep_kernel(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block
         wb = w[a0:a0 + m] if not uniform else w[:1]
         acc = out[bi]
         Xu = Xb if fuse and not copied else Xb[:0]
-        moves = Xb.shape[0] > 0
+        no_g = np.empty((0, 0))         # G when there is no batch (the forward ignores it)
         S0u = block_of(SU[0], a0, m, use_blas)[0] if moves and mode > 0 else Ub
         S0v = block_of(SV[0], a0, m, use_blas)[0] if moves and mode > 0 else Vb
         S1u = block_of(SU[1], a0, m, use_blas)[0] if moves and mode > 1 else Ub
@@ -786,7 +787,7 @@ def sweep_kernel(U, V, w, U0, tag, Xb, chi, step_u, step_v, Xn, Xe, stats, block
         for c0 in range(0, m, step):
             mc = min(m, c0 + step) - c0
             wc = wb if uniform else wb[c0:c0 + mc]
-            G = np.empty((0, mc))
+            G = no_g
             if moves:
                 G = _update_block(Ub, Vb, S0u, S0v, S1u, S1v, pa + c0, mc, tag, Xb, chi, step_u,
                                   step_v, use_blas, mode, hp, cache, a0 + c0, cached,
