@@ -141,7 +141,7 @@ def test_trajectory_shapes_and_reproducibility(record, tmp_path):
     back = tp.Trajectory.load(tmp_path / "t.npz")
     assert np.array_equal(back.f_eval, a.f_eval) and back.meta == a.meta
     assert set(back.stats) == set(a.stats)
-    assert back.meta["completed_steps"] == 4 and back.meta["width"] == 64
+    assert back.completed_steps == 4 and back.meta["width"] == 64
 
 
 def test_stats_match_direct_computation():
@@ -216,10 +216,10 @@ def test_divergence_raises_with_location_or_stops():
     assert err.step >= 1 and err.layer == 2 and err.quantity == "pre-activation h"
     assert f"step {err.step}" in str(err) and "layer 2" in str(err)
     tr = tp.train_finite(net, r, 256, record=(), on_divergence="stop")
-    d = tr.meta["diverged"]
-    assert tr.diverged and (d["step"], d["layer"], d["quantity"]) == (err.step, 2,
-                                                                      "pre-activation h")
-    assert tr.steps == tr.meta["completed_steps"] < 40
+    d = tr.divergence
+    assert tr.diverged and (d.step, d.layer, d.quantity) == (err.step, 2, "pre-activation h")
+    assert tr.meta["diverged"] == d.to_json()            # meta: the JSON view of the status
+    assert tr.steps == tr.completed_steps < 40
     assert np.all(np.isfinite(tr.f_eval)) and np.all(np.isfinite(tr.loss))
 
 
@@ -231,9 +231,9 @@ def test_explosion_is_caught_while_still_finite():
     early = tp.train_finite(net, r, 256, record=(), on_divergence="stop", divergence_bound=100)
     late = tp.train_finite(net, r, 256, record=(), on_divergence="stop")
     off = tp.train_finite(net, r, 256, record=(), on_divergence="stop", divergence_bound=None)
-    assert early.meta["diverged"]["size"] > 100 and early.steps < late.steps < off.steps
-    assert 1e10 < late.meta["diverged"]["size"] < 1e300
-    assert off.meta["diverged"]["size"] is None            # only inf/NaN stop it
+    assert early.divergence.size > 100 and early.steps < late.steps < off.steps
+    assert 1e10 < late.divergence.size < 1e300
+    assert off.divergence.size is None            # only inf/NaN stop it
     with pytest.raises(tp.DivergenceError, match="beyond divergence_bound = 100"):
         tp.train_finite(net, r, 256, record=(), divergence_bound=100)
 
@@ -247,7 +247,7 @@ def test_a_statistic_failing_on_overflowed_weights_is_a_divergence(monkeypatch):
         raise np.linalg.LinAlgError("SVD did not converge")
     monkeypatch.setattr(stats.StatsRecorder, "_norm_delta", broken)
     tr = tp.train_finite(tp.MLP(tp.mup(2), 2, 1), d1(), 64, on_divergence="stop")
-    assert tr.meta["diverged"]["quantity"] == "weights" and tr.steps == 0
+    assert tr.divergence.quantity == "weights" and tr.steps == 0
 
 
 def test_keyboard_interrupt_returns_partial(monkeypatch):
@@ -262,7 +262,7 @@ def test_keyboard_interrupt_returns_partial(monkeypatch):
 
     monkeypatch.setattr(FiniteNetwork, "step", flaky)
     tr = tp.train_finite(tp.MLP(tp.mup(2), 2, 1), d1(), 64)
-    assert tr.meta["interrupted"] and tr.meta["completed_steps"] == 2
+    assert tr.interrupted and tr.completed_steps == 2
     assert tr.f_eval.shape[0] == 3 and tr.stats["h_rms"].shape[0] == 3
 
 

@@ -72,10 +72,10 @@ def test_ctrl_c_in_the_demo_keeps_the_finished_work(phase, tmp_path):
     assert (out / "summary.md").read_text().count("PARTIAL") >= 1
     limit = tp.Trajectory.load(out / "trajectories" / "limit.npz")
     if phase == "limit":
-        assert limit.meta["interrupted"] and not list((out / "trajectories").glob("finite_*"))
+        assert limit.interrupted and not list((out / "trajectories").glob("finite_*"))
     else:
-        assert limit.steps == 16 and not limit.meta["interrupted"]
+        assert limit.steps == 16 and not limit.interrupted
         finished = list((out / "trajectories").glob("finite_*.npz"))
         assert len(finished) >= 4
-        assert all(not tp.Trajectory.load(f).meta["interrupted"] for f in finished)
+        assert all(not tp.Trajectory.load(f).interrupted for f in finished)
     assert not list(tmp_path.glob(".demo.incomplete"))

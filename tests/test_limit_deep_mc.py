@@ -316,7 +316,7 @@ def test_ctrl_c_inside_a_fused_forward_undoes_its_stores(monkeypatch):
     monkeypatch.setattr(montecarlo.DeepRun, "evaluate", spy)
     net, r = tp.MLP(tp.mup(3), 2, 1, phi="tanh"), tp.Routine(lr=0.5, **D1)
     tr = tp.simulate_limit(net, r, particles=2_000, replicates=1, seed=3)
-    assert tr.meta["interrupted"] and tr.meta["completed_steps"] == 2
+    assert tr.interrupted and tr.completed_steps == 2
     assert seen[-1] == (2, [2])                   # every family back to B · 2 rows
     assert np.all(np.isfinite(tr.f_eval[:3]))
 

@@ -65,7 +65,7 @@ def test_monte_carlo_matches_exact_linear(case):
     mc = tp.simulate_limit(net, r, method="monte_carlo", particles=50_000, replicates=16, seed=1)
     within_limit_se(mc, exact)
     assert mc.meta["se_method"] == "standard error over 16 independent replicates"
-    assert mc.meta["se_dof"] == 15
+    assert mc.se_dof == 15
     assert np.max(np.abs(mc.f_eval[0])) < 1e-15           # antithetic pairs: f_0 = 0 exactly
 
 
@@ -240,7 +240,7 @@ def test_keyboard_interrupt_returns_partial(monkeypatch):
 
     monkeypatch.setattr(one_hidden, "sweep", flaky)
     tr = tp.simulate_limit(tp.MLP(tp.mup(1), 2, 1), d1(), particles=1_000, replicates=1)
-    assert tr.meta["interrupted"] and tr.meta["completed_steps"] == 1
+    assert tr.interrupted and tr.completed_steps == 1
     assert tr.f_eval.shape[0] == 2 and tr.loss.shape == (1,)
 
 
@@ -269,7 +269,7 @@ def test_divergence_is_reported_not_silent(param, L, kwargs):
     with pytest.raises(tp.DivergenceError, match="step"):
         tp.simulate_limit(net, r, record=(), **kwargs)
     tr = tp.simulate_limit(net, r, record=(), on_divergence="stop", **kwargs)
-    assert tr.meta["diverged"]["step"] >= 1 and tr.steps == tr.meta["completed_steps"] < 180
+    assert tr.divergence.step >= 1 and tr.steps == tr.completed_steps < 180
     assert np.all(np.isfinite(tr.f_eval)) and np.all(np.isfinite(tr.loss))
 
 

@@ -31,7 +31,7 @@ def test_nominal_95_percent_intervals_cover_the_truth(case):
     else:
         net, r, runs, N = tp.MLP(tp.mup(2), 2, 1, phi="id"), d1(), 100, 1_000
     frac, last = coverage(net, r, runs, particles=N, replicates=8)
-    assert last.se_dof == 7 and last.meta["se_dof"] == 7
+    assert last.se_dof == 7 and last.se_dof == 7
     assert 0.90 <= frac <= 0.99, frac
 
 
@@ -114,10 +114,10 @@ def test_ctrl_c_while_a_replicate_draws_its_particles(monkeypatch, L, module, na
     monkeypatch.setattr(mod, name, draw)
     tr = tp.simulate_limit(tp.MLP(tp.mup(L), 2, 1), d1(), particles=1_000, replicates=4,
                            method="monte_carlo")
-    assert tr.meta["interrupted"] and calls["n"] == stop_at
+    assert tr.interrupted and calls["n"] == stop_at
     done = stop_at - 1
     if done:
         assert tr.meta["replicates_completed"] == done and tr.se_dof == done - 1
-        assert tr.meta["completed_steps"] == d1().steps and np.all(np.isfinite(tr.f_eval))
+        assert tr.completed_steps == d1().steps and np.all(np.isfinite(tr.f_eval))
     else:
-        assert tr.meta["completed_steps"] == 0
+        assert tr.completed_steps == 0

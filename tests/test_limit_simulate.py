@@ -55,7 +55,7 @@ def test_engine_names_and_applied_options_in_meta(case):
     # the Numba/NumPy choice is reported only by the engine that uses it
     uses_kernel = case in ("one_hidden monte_carlo", "one_hidden quadrature")
     assert (tr.meta["kernel"] == "numba") == uses_kernel
-    assert tr.meta["completed_steps"] == 3 and tr.meta["se_method"]
+    assert tr.completed_steps == 3 and tr.meta["se_method"]
 
 
 @pytest.mark.parametrize("kwargs, match", [

@@ -1,6 +1,7 @@
 """The shared step loop: counting, progress calls, clean stops."""
 import pytest
 
+from tp_limits.engine.status import Divergence
 from tp_limits.engine.steps import StepLoop
 from tp_limits.errors import DivergenceError
 
@@ -33,8 +34,8 @@ def test_ctrl_c_keeps_the_finished_steps():
 def test_divergence_is_recorded_with_step_and_layer():
     loop, _ = run(5, fail_at=2, exc=DivergenceError(3, 2, "output f"))
     assert loop.completed == 2 and not loop.interrupted
-    assert loop.diverged == DivergenceError(3, 2, "output f").info()
-    assert loop.diverged["step"] == 3
+    assert loop.diverged == Divergence(3, 2, "output f", None)
+    assert loop.diverged.step == 3 and str(loop.diverged) == "step 3, output f of layer 2"
 
 
 def test_divergence_propagates_when_not_caught():

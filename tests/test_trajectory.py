@@ -31,6 +31,25 @@ def test_properties():
     assert tr.f_eval.shape == (4, 3, 1) and tr.f_train.shape == (3, 1, 1)
 
 
+def test_status_is_typed_and_meta_is_its_json_view(tmp_path):
+    """The run's status is a RunStatus on the Trajectory; meta repeats it as JSON, and a
+    saved Trajectory comes back with the same typed status (divergence included)."""
+    from tp_limits.engine.status import Divergence, RunStatus
+    net = tp.MLP(tp.mup(2), 2, 1)
+    tr = tp.train_finite(net, d1().with_lr(1e4), 64, record=(), on_divergence="stop")
+    assert isinstance(tr.status, RunStatus) and tr.diverged and not tr.interrupted
+    assert isinstance(tr.divergence, Divergence) and tr.completed_steps == tr.steps
+    assert tr.meta["diverged"] == tr.divergence.to_json() and tr.se_dof is None
+    tr.save(tmp_path / "run.npz")
+    back = tp.Trajectory.load(tmp_path / "run.npz")
+    assert back.status == tr.status
+    lim = tp.simulate_limit(tp.MLP(tp.mup(1), 2, 1), d1(), particles=2_000, replicates=3)
+    assert lim.status == RunStatus(3, False, None, 2) and lim.meta["se_dof"] == 2
+    # a Trajectory built by hand from arrays and a meta dict reads its status from meta
+    hand = tp.Trajectory(tr.f_eval, tr.f_train, tr.loss, meta={"interrupted": True})
+    assert hand.interrupted and hand.completed_steps == tr.steps and hand.meta["interrupted"]
+
+
 def test_failed_save_leaves_no_file(tmp_path, monkeypatch):
     tr = small_trajectory()
     target = tmp_path / "run.npz"

@@ -39,7 +39,9 @@ class DivergenceError(TPError, FloatingPointError):
     """Training produced a non-finite value, or one beyond the divergence bound.
 
     Attributes ``step``, ``layer`` and ``quantity`` say where it happened;
-    ``size`` is the largest magnitude seen (inf or NaN when not finite).
+    ``size`` is the largest magnitude seen (inf or NaN when not finite).  A run
+    that stops on it records the same facts as a
+    :class:`~tp_limits.engine.status.Divergence` (``Trajectory.status``).
     """
 
     def __init__(self, step: int, layer, quantity: str, detail: str = "",
@@ -60,11 +62,6 @@ class DivergenceError(TPError, FloatingPointError):
                  "param.classify(), or pass on_divergence='stop' to keep the "
                  "partial trajectory.")
         super().__init__(msg)
-
-    def info(self) -> dict:
-        """{step, layer, quantity}: what a partial Trajectory records in meta["diverged"]."""
-        size = self.size if self.size == self.size and abs(self.size) != float("inf") else None
-        return {"step": self.step, "layer": self.layer, "quantity": self.quantity, "size": size}
 
 
 class MemoryBudgetError(TPError, MemoryError):

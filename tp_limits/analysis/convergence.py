@@ -215,9 +215,9 @@ def check_limit(problem, limit, steps) -> None:
     if other:
         raise SpecError("the given limit was computed for another problem: " + "; ".join(other))
     T = problem.T
-    if limit.meta.get("interrupted") or limit.steps < T:
+    if limit.interrupted or limit.steps < T:
         raise SpecError(f"the limit covers {limit.steps} of the routine's {T} steps"
-                        + (" (it was interrupted)" if limit.meta.get("interrupted") else ""))
+                        + (" (it was interrupted)" if limit.interrupted else ""))
     if not np.all(np.isfinite(limit.f_eval[list(steps)])):
         raise SpecError("the limit was not evaluated at every compared step "
                         "(simulate it with eval_every=1)")

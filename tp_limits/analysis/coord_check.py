@@ -65,7 +65,7 @@ def measurements(traj, L: int) -> dict:
 
 def _run_one(net, routine, width, seed, kwargs):
     traj = completed(train_finite(net, routine, width, seed=seed, **kwargs))
-    return measurements(traj, net.L), traj.meta.get("diverged")
+    return measurements(traj, net.L), traj.divergence
 
 
 @dataclass(frozen=True)

@@ -134,7 +134,7 @@ def dichotomy(routine, d_in: int, d_out: int = 1, L: int = 2, phi: str = "tanh",
                              f0="zero", progress=progress)
         tasks = [(net, routine, w, s) for w in widths for s in seeds]
         try:
-            if lim.meta["interrupted"]:
+            if lim.interrupted:
                 raise KeyboardInterrupt
             outs = run_tasks(_run_finite, tasks, executor=executor, progress=progress,
                              desc=f"finite networks ({lab})")

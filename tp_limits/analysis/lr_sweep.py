@@ -247,7 +247,7 @@ def _limit_rows(net, routine, lrs, fn, goal, particles, replicates, progress):
         tr = simulate_limit(net, routine.with_lr(lr), particles=particles, replicates=1,
                             seed=seed, f0="sample" if k.f0_law == "gp" else "zero",
                             samples=1, on_divergence="stop", record=())
-        if tr.meta["interrupted"]:
+        if tr.interrupted:
             raise KeyboardInterrupt
         return _value(tr, fn, goal)
 

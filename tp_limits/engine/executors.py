@@ -46,7 +46,7 @@ class Interrupted(KeyboardInterrupt):
 def completed(traj):
     """A run inside a study: a Ctrl-C that cut it short (the engines return the partial
     run) stops the whole study instead of letting the next run start."""
-    if traj.meta.get("interrupted"):
+    if traj.interrupted:
         raise KeyboardInterrupt
     return traj
 

@@ -26,13 +26,13 @@ def problem_meta(problem) -> dict:
             "optimizer": str(problem.optimizer)}
 
 
-def run_meta(problem, completed: int, interrupted: bool, diverged, wall_time_s: float,
-             **engine) -> dict:
-    """Problem description, engine settings (keyword arguments) and how the run ended."""
+def run_meta(problem, status, wall_time_s: float, **engine) -> dict:
+    """Problem description, engine settings (keyword arguments) and how the run ended
+    (the JSON view of ``status``, a :class:`~tp_limits.engine.status.RunStatus`)."""
     meta = dict(engine)
     meta.update(problem_meta(problem))
-    meta.update({"completed_steps": int(completed), "interrupted": bool(interrupted),
-                 "diverged": diverged, "wall_time_s": float(wall_time_s),
+    meta.update(status.to_json())
+    meta.update({"wall_time_s": float(wall_time_s),
                  "versions": {"tp_limits": __version__, "numpy": np.__version__}})
     return meta
 

@@ -15,8 +15,9 @@ holds that bookkeeping once::
 ``completed`` counts the steps whose body finished; ``on_step(t)`` runs after
 each of them (progress bars).  A ``KeyboardInterrupt`` ends the block with
 ``interrupted = True``; a ``DivergenceError`` ends it with ``diverged`` set to
-the error's ``info()`` dict, unless ``catch_divergence=False`` (then it
-propagates, as ``train_finite(..., on_divergence="raise")`` asks).  Any
+its :class:`~tp_limits.engine.status.Divergence` record, unless
+``catch_divergence=False`` (then it propagates, as
+``train_finite(..., on_divergence="raise")`` asks).  Any
 other exception propagates unchanged.
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Callable, Iterator, Optional
 import numpy as np
 
 from ..errors import DivergenceError
+from .status import Divergence
 
 #: Default ``divergence_bound``: a pre-activation or output beyond this magnitude is
 #: reported as a divergence even while it is still finite (stable parametrizations keep
@@ -53,7 +55,7 @@ class StepLoop:
         self.catch_divergence = catch_divergence
         self.completed = 0
         self.interrupted = False
-        self.diverged: Optional[dict] = None
+        self.diverged: Optional[Divergence] = None
 
     def __iter__(self) -> Iterator[int]:
         for t in range(self.T):
@@ -76,6 +78,6 @@ class StepLoop:
             self.interrupted = True
             return True
         if issubclass(exc_type, DivergenceError) and self.catch_divergence:
-            self.diverged = exc.info()
+            self.diverged = Divergence.of(exc)
             return True
         return False

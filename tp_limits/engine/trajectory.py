@@ -6,11 +6,12 @@ because the engines construct it and engines never import the analysis layer.
 | field       | shape                  | meaning                                       |
 |-------------|------------------------|-----------------------------------------------|
 | f_eval      | (T+1, E, d_out)        | output on evaluation inputs, before step 0 .. after step T-1 |
-| f_eval_se   | same, or None          | Monte Carlo standard error (limit engines); its degrees of freedom in meta["se_dof"] |
+| f_eval_se   | same, or None          | Monte Carlo standard error (limit engines); its degrees of freedom in status.se_dof |
 | f_train     | (T, B, d_out)          | output on the batch of step t, before its update |
 | loss        | (T,)                   | mean training loss of step t                  |
 | stats       | name -> array          | per-layer coordinate statistics (leading axis: t = 0..T) |
-| meta        | dict (JSON-able)       | engine, width/particles, seed, versions, wall time, ... |
+| status      | RunStatus              | completed steps, interrupted, divergence, SE degrees of freedom |
+| meta        | dict (JSON-able)       | engine, width/particles, seed, versions, wall time, ...; and the JSON view of status |
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import TPError
+from .status import Divergence, RunStatus
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,18 @@ class Trajectory:
     stats: dict = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
     f_eval_se: np.ndarray | None = None
+    status: RunStatus | None = None
+
+    def __post_init__(self):
+        """``status`` from ``meta`` when not given (a Trajectory built by hand or loaded);
+        ``meta`` then holds the JSON view of ``status`` in every case."""
+        status = self.status
+        if status is None:
+            status = RunStatus.from_meta(self.meta, len(self.loss))
+        elif not isinstance(status, RunStatus):
+            raise TPError(f"status must be a RunStatus, got {type(status).__name__}")
+        object.__setattr__(self, "status", status)
+        object.__setattr__(self, "meta", {**self.meta, **status.to_json()})
 
     @property
     def steps(self) -> int:
@@ -40,14 +54,28 @@ class Trajectory:
         return len(self.loss)
 
     @property
+    def completed_steps(self) -> int:
+        return self.status.completed_steps
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether Ctrl-C stopped the run (it holds the steps before)."""
+        return self.status.interrupted
+
+    @property
+    def divergence(self) -> Divergence | None:
+        """Where the run diverged (step, layer, quantity, size), or None."""
+        return self.status.divergence
+
+    @property
     def diverged(self) -> bool:
-        return bool(self.meta.get("diverged"))
+        return self.status.diverged
 
     @property
     def se_dof(self):
-        """Degrees of freedom of ``f_eval_se`` (``meta["se_dof"]``); None when it is not a
-        sampling standard error (exact engines, quadrature) or there is none (finite networks)."""
-        return self.meta.get("se_dof")
+        """Degrees of freedom of ``f_eval_se``; None when it is not a sampling standard
+        error (exact engines, quadrature) or there is none (finite networks)."""
+        return self.status.se_dof
 
     def f_eval_ci(self, level: float = 0.95):
         """(low, high): a two-sided confidence interval for the limit's f_eval.

@@ -193,7 +193,7 @@ def run(exp: Experiment, progress: bool = True, executor=None) -> ExperimentResu
     started = time.perf_counter()
     limit = simulate_limit(exp.net, exp.routine, progress=progress, **exp.limit)
     times["limit"] = time.perf_counter() - started
-    if limit.meta["interrupted"]:
+    if limit.interrupted:
         return ExperimentResult(exp, k, limit, None, times,
                                 f"during the limit, after {limit.steps} of "
                                 f"{exp.routine.steps} steps")

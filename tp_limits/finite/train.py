@@ -23,6 +23,7 @@ from ..engine.options import (
     check_seed,
 )
 from ..engine.progress import progress_bar
+from ..engine.status import RunStatus
 from ..engine.steps import DIVERGENCE_BOUND, StepLoop
 from ..engine.trajectory import Trajectory
 from ..errors import DivergenceError, SpecError
@@ -74,8 +75,8 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
         either keeps a copy of W_0.  f_eval, f_train and loss are always
         recorded.
     on_divergence : 'raise' a DivergenceError naming step, layer and
-        quantity, or 'stop' and return the partial trajectory with
-        ``meta["diverged"]`` set.
+        quantity, or 'stop' and return the partial trajectory, whose
+        ``divergence`` says where.
     divergence_bound : a pre-activation or output whose magnitude exceeds this
         counts as a divergence even while finite (default 1e10; None: only
         inf and NaN do).
@@ -83,8 +84,8 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
     The optimizer and its hyperparameters (momentum, weight decay, Adam's β
     and ε, all width-free) are the routine's ``optimizer`` (docs/theory.md §10).
 
-    Ctrl-C stops cleanly: the steps completed so far are returned with
-    ``meta["completed_steps"]`` and ``meta["interrupted"] = True``.
+    Ctrl-C stops cleanly: the steps completed so far are returned, with
+    ``interrupted`` True (``Trajectory.status``).
     """
     problem, b, dtype, optimizer, record = check_finite_options(
         net, routine, width, seed, backend, dtype, backprop, record, on_divergence,
@@ -126,11 +127,11 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
                 nw.step(hs, xs, problem.loss.grad(f, Yb, xp) / B)
                 evaluate(t + 1)
     done = loop.completed
-    meta = run_meta(problem, done, loop.interrupted, loop.diverged,
-                    time.perf_counter() - started, engine="finite", width=int(width),
-                    seed=int(seed), backend=b.name, dtype=dtype.name, backprop=backprop,
-                    record=list(record))
+    status = RunStatus(done, loop.interrupted, loop.diverged)
+    meta = run_meta(problem, status, time.perf_counter() - started, engine="finite",
+                    width=int(width), seed=int(seed), backend=b.name, dtype=dtype.name,
+                    backprop=backprop, record=list(record))
     stats = recorder.truncate(done + 1) if recorder else {}
     stats.update(problem.eval_metrics(f_eval[: done + 1]))
     return Trajectory(f_eval=f_eval[: done + 1], f_train=f_train[:done], loss=losses[:done],
-                      stats=stats, meta=meta)
+                      stats=stats, meta=meta, status=status)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..engine.status import Divergence, RunStatus
 from ..engine.trajectory import Trajectory
 
 
@@ -59,7 +60,7 @@ class LimitResult:
     ``f_eval``, ``f_eval_se`` (T+1, E, d_out) — NaN at steps not evaluated;
     ``f_train`` (T, B, d_out) and ``loss`` (T,) — at each step, before its
     update; ``completed`` steps, and whether the run was ``interrupted`` or
-    ``diverged`` (a {step, layer, quantity} dict); ``moments`` when
+    ``diverged`` (a :class:`~tp_limits.engine.status.Divergence`); ``moments`` when
     statistics were recorded; ``f_eval_samples`` (S, T+1, E, d_out) when the
     limit is random through f_0 and S draws were followed; ``se_method`` says
     where ``f_eval_se`` comes from and ``se_dof`` how many degrees of freedom
@@ -77,7 +78,7 @@ class LimitResult:
     loss: np.ndarray
     completed: int = 0
     interrupted: bool = False
-    diverged: dict | None = None
+    diverged: Divergence | None = None
     moments: CoordinateMoments | None = None
     f_eval_samples: np.ndarray | None = None
     se_method: str = ""
@@ -102,9 +103,13 @@ class LimitResult:
     def check_loss(self) -> None:
         """A loss that overflowed (f still finite but huge) ends the run as a divergence."""
         bad = np.flatnonzero(~np.isfinite(self.loss[: self.completed]))
-        if len(bad) and (self.diverged is None or bad[0] < self.diverged["step"]):
-            self.diverged = {"step": int(bad[0]), "layer": None, "quantity": "loss"}
+        if len(bad) and (self.diverged is None or bad[0] < self.diverged.step):
+            self.diverged = Divergence(int(bad[0]), None, "loss")
             self.completed = int(bad[0])
+
+    def status(self) -> RunStatus:
+        """How the run ended, as the Trajectory reports it."""
+        return RunStatus(self.completed, self.interrupted, self.diverged, self.se_dof)
 
     def to_trajectory(self, meta: dict, record_stats: bool = True, problem=None) -> Trajectory:
         """The Trajectory of the completed steps; with ``problem``, its held-out loss and
@@ -119,4 +124,4 @@ class LimitResult:
         stats.update({k: v[: done + 1] for k, v in self.extras.items()})
         return Trajectory(f_eval=self.f_eval[: done + 1], f_train=self.f_train[:done],
                           loss=self.loss[:done], stats=stats, meta=meta,
-                          f_eval_se=self.f_eval_se[: done + 1])
+                          f_eval_se=self.f_eval_se[: done + 1], status=self.status())

@@ -46,22 +46,20 @@ class LimitPlan:
         res.check_loss()
         if res.diverged and o.on_divergence == "raise":
             d = res.diverged
-            size = d.get("size")
-            raise DivergenceError(d["step"], d["layer"], d["quantity"], "in the limit engine",
-                                  size=float("inf") if size is None else size,
+            raise DivergenceError(d.step, d.layer, d.quantity, "in the limit engine",
+                                  size=float("inf") if d.size is None else d.size,
                                   bound=o.divergence_bound)
         k = p.net.param.classify()
         sw = k.limit_switches
         meta = run_meta(
-            p, res.completed, res.interrupted, res.diverged, time.perf_counter() - started,
-            engine=eng.name, method=eng.method, kernel=None, backend=eng.backend, seed=o.seed,
-            replicates=o.replicates, dtype=o.dtype.name, regime=k.regime,
-            backprop=o.backprop,
+            p, res.status(), time.perf_counter() - started, engine=eng.name, method=eng.method,
+            kernel=None, backend=eng.backend, seed=o.seed, replicates=o.replicates,
+            dtype=o.dtype.name, regime=k.regime, backprop=o.backprop,
             switches=None if sw is None else {"train_layers": list(sw.train_layers),
                                               "readout_init": sw.readout_init,
                                               "readout_update": sw.readout_update},
             eval_steps=[s for s in o.eval_steps(p.T) if s <= res.completed],
-            se_method=res.se_method, se_dof=res.se_dof)
+            se_method=res.se_method)
         meta.update(res.info)
         return res.to_trajectory(meta, o.record_stats, p)
 
@@ -91,7 +89,7 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
     particles : Monte Carlo particles per replicate (rounded up to an even
         count for antithetic pairs), or the node budget of ``quadrature``.
     replicates : independent Monte Carlo runs (default 8); their spread gives
-        ``f_eval_se`` with replicates − 1 degrees of freedom (``meta["se_dof"]``,
+        ``f_eval_se`` with replicates − 1 degrees of freedom (``se_dof``,
         intervals from :meth:`Trajectory.f_eval_ci`).  With 1, the standard
         error is the run's own batch means, which ignores the error carried
         from step to step by χ and can be off by a factor 2 (docs/theory.md §8.1).
@@ -138,7 +136,7 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
     executor : Monte Carlo: run the replicates on this concurrent.futures
         Executor or Dask ``distributed.Client`` instead (same seeds, same result).
     on_divergence : 'raise' a DivergenceError naming the step and quantity, or
-        'stop' and return the steps before it with ``meta["diverged"]`` set.
+        'stop' and return the steps before it (``divergence`` says where).
     divergence_bound : an output whose magnitude exceeds this counts as a
         divergence even while finite (default 1e10; None: only inf and NaN do).
     f0, samples : kernel and trivial regimes only: the initial function —
@@ -155,7 +153,7 @@ def simulate_limit(net: MLP, routine: Routine, particles: int = 100_000, seed: i
 
     The optimizer (momentum, weight decay, Adam) is the routine's (docs/theory.md §10).
     Every option is checked before any work starts (:func:`prepare_limit`).
-    Ctrl-C returns the completed steps with ``meta["completed_steps"]``.
+    Ctrl-C returns the completed steps (``interrupted`` True, ``completed_steps``).
     """
     return prepare_limit(net, routine, particles=particles, seed=seed, replicates=replicates,
                          method=method, eval_every=eval_every, progress=progress, dtype=dtype,
