@@ -15,9 +15,12 @@ import time
 import numpy as np
 
 from tp_limits.engine.aligned import LINE, empty_aligned
+from tp_limits.limit.one_hidden.blocks import block_size
 from tp_limits.limit.one_hidden.columns import n_columns
-from tp_limits.limit.one_hidden.state import hyperparameters
-from tp_limits.limit.one_hidden.sweep import block_size, cache_planes, phi_tag, sweep
+from tp_limits.limit.one_hidden.contract import SweepData, sweep_args
+from tp_limits.limit.one_hidden.phi import cache_planes
+from tp_limits.limit.one_hidden.sweep import sweep
+from tp_limits.spec.optimizers import SGD
 
 
 def placed(values: np.ndarray, offset: int) -> np.ndarray:
@@ -41,14 +44,15 @@ def configuration(N, d, B, E, rounds):
     chi = 1e-6 * rng.standard_normal((B, 1))
     block = block_size(d, 1, B, E, N)
     out = np.zeros(((N + block - 1) // block, n_columns(B, E, 1, False)))
-    no_cache = np.zeros((2, 0, 1))
+    sgd = SGD()
+    h = sgd.coordinate(1e-3, 1.0, 0.0, 1)[1]
 
     def step(off, cached):
         U, V, cache = arrays[off]
         out[:] = 0.0
-        sweep(U, V, w, U, phi_tag("tanh"), Xb, chi, 1e-3, 1e-3, Xn, Xe, False, block, out,
-              np.zeros((0, d, 1)), np.zeros((0, 1, 1)), hyperparameters(),
-              cache if cached else no_cache, cached)
+        data = SweepData(U, V, w, U, Xb, chi, 1e-3, 1e-3, Xn, Xe, False, block,
+                         cache=cache if cached else None, cached=cached)
+        sweep(sweep_args(data, sgd, h, h, "tanh"), out)
 
     keys = [(off, cached) for off in (0, 16) for cached in (False, True)]
     for k in keys:

@@ -31,10 +31,13 @@ from bench_limit import fmas
 
 import tp_limits as tp
 from tp_limits.engine.backend import get_backend
+from tp_limits.engine.cuda_source import FAST_TANH
 from tp_limits.engine.memory import usable_bytes
-from tp_limits.limit.one_hidden.sweep import block_size
-from tp_limits.limit.one_hidden.sweep_cuda import FAST_TANH, sweep_cuda
+from tp_limits.limit.one_hidden.blocks import block_size
+from tp_limits.limit.one_hidden.contract import SweepData, sweep_args
+from tp_limits.limit.one_hidden.sweep_cuda import sweep_cuda
 from tp_limits.limit.one_hidden.sweep_numpy import sweep_numpy
+from tp_limits.spec.optimizers import SGD
 
 
 def best(fn, sync, reps=5):
@@ -134,9 +137,10 @@ def main():
             chi = g.standard_normal((B, 1))
             w = np.full(1, 1.0 / N)
             blk = block_size(d, 1, B, E, N, False)
-            rates = [N / best(lambda: fn(U, V, w, U, "tanh", Xb, chi, 0.1, 0.1, Xn, Xe, False,
-                                         blk, b=b), b.synchronize)
-                     for fn in (sweep_cuda, sweep_numpy)]
+            h = SGD().coordinate(0.1, 1.0, 0.0, 1)[1]
+            a = sweep_args(SweepData(U, V, w, U, Xb, chi, 0.1, 0.1, Xn, Xe, False, blk), SGD(),
+                           h, h, "tanh", cp)
+            rates = [N / best(lambda: fn(a, b), b.synchronize) for fn in (sweep_cuda, sweep_numpy)]
             bound = bw_rmw / (16 * (d + 1))
             floor = 1.0 / ((2 * B + E) / tanh_rate + fmas(d, B, E) / fma_rate)
             print(f"| {N:,} | {d} | {B} | {rates[0] / 1e6:.0f} | {rates[1] / 1e6:.0f} | "

@@ -42,12 +42,15 @@ import time
 import numpy as np
 from numba import njit, prange
 
+from tp_limits.elementwise import fast_tanh
 from tp_limits.engine.aligned import as_aligned, zeros_aligned
+from tp_limits.limit.one_hidden.blocks import block_size
 from tp_limits.limit.one_hidden.columns import n_columns
-from tp_limits.limit.one_hidden.fastmath import fast_tanh
-from tp_limits.limit.one_hidden.state import hyperparameters
-from tp_limits.limit.one_hidden.sweep import block_size, cache_planes, phi_tag, sweep
+from tp_limits.limit.one_hidden.contract import SweepData, sweep_args
+from tp_limits.limit.one_hidden.phi import cache_planes
+from tp_limits.limit.one_hidden.sweep import sweep
 from tp_limits.limit.one_hidden.sweep_numpy import sweep_numpy
+from tp_limits.spec.optimizers import SGD
 
 
 @njit(parallel=True, fastmath=True, error_model="numpy", cache=True)
@@ -134,20 +137,23 @@ def run(N, d, B, E, numpy_too):
     block = block_size(d, 1, B, E, N)
     nb = (N + block - 1) // block
     out = np.zeros((nb, n_columns(B, E, 1, False)))
-    no_cache, cache = np.zeros((2, 0, 1)), zeros_aligned((cache_planes("tanh"), B, N))
+    cache = zeros_aligned((cache_planes("tanh"), B, N))
+    sgd = SGD()
+    h = sgd.coordinate(0.1, 1.0, 0.0, 1)[1]
+
+    def args(c=None, cached=False):
+        return sweep_args(SweepData(U, V, w, U, Xb, chi, 0.1, 0.1, Xn, Xe, False, block,
+                                    cache=c, cached=cached), sgd, h, h, "tanh")
 
     def numba_step(c, cached):
         out[:] = 0.0
-        sweep(U, V, w, U, phi_tag("tanh"), Xb, chi, 0.1, 0.1, Xn, Xe, False, block, out,
-              np.zeros((0, d, 1), U.dtype), np.zeros((0, 1, 1), U.dtype), hyperparameters(),
-              c, cached)
+        sweep(args(c, cached), out)
 
-    t_nb = timed(lambda: numba_step(no_cache, False))
+    t_nb = timed(lambda: numba_step(None, False))
     numba_step(cache, False)               # fill it (Xn's values stand in for Xb's)
     t_cache = timed(lambda: numba_step(cache, True))
     cache = None                           # free it before the NumPy twin runs
-    t_np = (timed(lambda: sweep_numpy(U, V, w, U, "tanh", Xb, chi, 0.1, 0.1, Xn, Xe, False,
-                                      block), min_reps=3, min_time=1.0)
+    t_np = (timed(lambda: sweep_numpy(args()), min_reps=3, min_time=1.0)
             if numpy_too else float("nan"))
     return N / t_nb, N / t_cache, N / t_np
 

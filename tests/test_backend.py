@@ -82,17 +82,17 @@ def test_aligned_arrays_start_on_a_cache_line(shape, dtype):
 def test_the_sweep_gets_its_arrays_on_cache_lines(monkeypatch):
     """The one-hidden-layer engine hands the sweep particles, optimizer state and φ cache
     that start on a cache line (N a multiple of 8, so every row does too)."""
-    import tp_limits.limit.one_hidden.engine as engine
+    from tp_limits.limit.one_hidden.sweeps import NumbaSweep
     seen = []
 
-    def recording_sweep(U, V, w, U0, tag, Xb, chi, su, sv, Xn, Xe, stats, block, out, SU, SV,
-                        hp, cache, cached):
-        seen.append([a.ctypes.data % LINE for a in (U, V, U0, SU, SV, cache) if a.size])
-        return real(U, V, w, U0, tag, Xb, chi, su, sv, Xn, Xe, stats, block, out, SU, SV, hp,
-                    cache, cached)
+    def recording_sweep(self, args):
+        a = args.data
+        seen.append([x.ctypes.data % LINE for x in (a.U, a.V, a.U0, a.SU, a.SV, a.cache)
+                     if x.size])
+        return real(self, args)
 
-    real = engine.sweep
-    monkeypatch.setattr(engine, "sweep", recording_sweep)
+    real = NumbaSweep.__call__
+    monkeypatch.setattr(NumbaSweep, "__call__", recording_sweep)
     r = tp.Routine([[1.0, 0.0], [0.0, 1.0]], [[1.0], [-1.0]], lr=0.1, batch_size=1,
                    eval_inputs=[[1.0, 1.0]], optimizer=tp.Adam())
     net = tp.MLP(tp.mup(1, optimizer="adam"), 2, 1, phi="tanh")

@@ -49,3 +49,33 @@ def test_no_text_points_at_documents_users_do_not_have():
     offenders = [p.relative_to(ROOT).as_posix() for p in files
                  if p.name != "test_docs.py" and bad.search(p.read_text(encoding="utf-8"))]
     assert not offenders, offenders
+
+
+def _generated_blocks():
+    """(file, opening marker, closing marker, generated Markdown) of every table that the
+    docs hold as a copy of the code's declarations."""
+    from tp_limits.engine.options import FINITE_OPTIONS, LIMIT_OPTIONS, options_markdown
+    from tp_limits.experiment.schema import schema_markdown
+    return [("api.md", "<!-- options: simulate_limit -->", "<!-- end options -->",
+             options_markdown(LIMIT_OPTIONS)),
+            ("api.md", "<!-- options: train_finite -->", "<!-- end options -->",
+             options_markdown(FINITE_OPTIONS)),
+            ("cli.md", "<!-- schema -->", "<!-- end schema -->", schema_markdown())]
+
+
+def test_option_tables_in_the_docs_are_the_declared_ones():
+    """docs/api.md's option tables and docs/cli.md's experiment-file schema are the
+    declarations' own Markdown, word for word.  After changing a declaration, rewrite
+    them with ``TP_WRITE_DOCS=1 python -m pytest tests/test_docs.py -k option_tables``."""
+    import os
+    stale = []
+    for name, start, end, table in _generated_blocks():
+        path = ROOT / "docs" / name
+        text = path.read_text(encoding="utf-8")
+        a = text.index(start) + len(start)
+        b = text.index(end, a)
+        if text[a:b] != "\n" + table + "\n":
+            if os.environ.get("TP_WRITE_DOCS"):
+                path.write_text(text[:a] + "\n" + table + "\n" + text[b:], encoding="utf-8")
+            stale.append(f"{name} ({start})")
+    assert not stale or os.environ.get("TP_WRITE_DOCS"), f"stale generated tables: {stale}"

@@ -75,7 +75,60 @@ def test_only_the_nonlinearity_in_use_is_compiled():
             "r = tp.Routine([[1.0, 0.0]], [[1.0]], lr=0.1)\n"
             "tp.simulate_limit(tp.MLP(tp.mup(1), 2, 1, phi='tanh'), r, particles=64,"
             " replicates=1)\n"
-            "print(sorted({sig[4].count for sig in sweep_kernel.signatures}))\n")
+            "print(sorted({sig[1].count for sig in sweep_kernel.signatures}))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=600, check=True).stdout
     assert out.strip().splitlines()[-1] == "[2]"        # tanh's tag: two entries
+
+
+# ---- the one option table --------------------------------------------------------------
+def test_entry_points_take_exactly_their_declared_options_with_the_declared_defaults():
+    """simulate_limit's named parameters and train_finite's are the options of the one
+    table (engine/options.py), with its defaults; the rest of simulate_limit's options
+    are the knobs, taken as keywords or in tp.Knobs."""
+    import inspect
+
+    from tp_limits.engine.options import FINITE_OPTIONS, LIMIT_OPTIONS
+    for fn, table, skip in ((tp.simulate_limit, LIMIT_OPTIONS, ("net", "routine", "knobs")),
+                            (tp.train_finite, FINITE_OPTIONS, ("net", "routine", "width"))):
+        params = {k: v for k, v in inspect.signature(fn).parameters.items()
+                  if k not in skip and v.kind != inspect.Parameter.VAR_KEYWORD}
+        named = [o for o in table if not o.knob]
+        assert list(params) == [o.name for o in named], fn.__name__
+        for o in named:
+            default = params[o.name].default
+            assert np.dtype(default) == o.default if o.name == "dtype" else \
+                default == o.default, (fn.__name__, o.name)
+
+
+def test_no_public_function_takes_more_than_twelve_parameters():
+    import ast
+    from pathlib import Path
+    over = []
+    for path in (Path(tp.__file__).parent).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+                a = node.args
+                n = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs)
+                n -= bool(a.args) and a.args[0].arg in ("self", "cls")
+                if n > 12:
+                    over.append(f"{path.name}:{node.name} ({n})")
+    assert not over, over
+
+
+def test_knobs_are_checked_when_made_and_given_once():
+    from tp_limits.errors import SpecError
+    from tp_limits.limit.simulate import prepare_limit
+    with pytest.raises(SpecError, match="zdot = 'adjoint'"):
+        tp.Knobs(zdot="adjoint")
+    with pytest.raises(SpecError, match="unknown option.*'particle'.*tp.Knobs"):
+        tp.Knobs(particle=10)
+    with pytest.raises(SpecError, match="particles"):        # a named option is not a knob
+        tp.Knobs(particles=10)
+    net, r = tp.MLP(tp.mup(2), 2, 1), tp.Routine([[1.0, 0.0]], [[1.0]], lr=0.1)
+    plan = prepare_limit(net, r, tp.Knobs(zdot="tangent", sampler="mc"), replicates=1)
+    assert plan.options.zdot == "tangent" and plan.options.sampler == "mc"
+    with pytest.raises(SpecError, match="both in knobs= and as keywords"):
+        tp.simulate_limit(net, r, knobs=tp.Knobs(zdot="tangent"), zdot="stein")
+    with pytest.raises(SpecError, match="unknown option.*'zdott'.*simulate_limit"):
+        tp.simulate_limit(net, r, zdott="stein")

@@ -76,15 +76,17 @@ def test_memory_guard_counts_device_memory():
 def test_cuda_sweep_matches_array_twin(phi, mode):
     """The fused CUDA kernel against the whole-array twin on the same device: every φ,
     plain SGD, heavy ball and Adam state, with and without statistics and a batch."""
-    from tp_limits.limit.one_hidden.state import hyperparameters
+    from tp_limits.limit.one_hidden.contract import SweepData, sweep_args
     from tp_limits.limit.one_hidden.sweep_cuda import sweep_cuda
     from tp_limits.limit.one_hidden.sweep_numpy import sweep_numpy
     b = get_backend("cupy")
     cp = b.xp
     g = cp.random.default_rng(0)
     d, do, N, E, block = 3, 2, 10_037, 3, 512
-    hp = hyperparameters(momentum=0.8, decay_u=0.01, decay_v=0.02, beta1=0.9, beta2=0.99,
-                         eps=1e-3, bias1=0.1, bias2=0.01, lr_u=0.1, lr_v=0.2)
+    opt = (tp.SGD(), tp.SGD(momentum=0.8, weight_decay=0.1),
+           tp.Adam(betas=(0.9, 0.99), eps=1e-3))[mode]
+    # the first update (Adam's bias corrections 0.1, 0.01); δ, η of Z^U and Z^{nV}
+    hu, hv = opt.coordinate(0.1, 1.0, 0.01, 1)[1], opt.coordinate(0.2, 1.0, 0.02, 1)[1]
     for dtype, tol in ((np.float64, 1e-12), (np.float32, 2e-5)):
         for B, stats in ((2, False), (2, True), (0, True)):
             U = g.standard_normal((d, N)).astype(dtype)
@@ -98,9 +100,9 @@ def test_cuda_sweep_matches_array_twin(phi, mode):
             runs = []
             for fn in (sweep_numpy, sweep_cuda):
                 u, v = U.copy(), V.copy()
-                su, sv = [None if s is None else s.copy() for s in S]
-                out = fn(u, v, w, U, phi, Xb, chi, 0.3, 0.2, Xn, Xe, stats, block, su, sv,
-                         hp if mode else None, b)
+                su, sv = [None if s is None else s.copy().reshape(-1, N) for s in S]
+                data = SweepData(u, v, w, U, Xb, chi, 0.3, 0.2, Xn, Xe, stats, block, su, sv)
+                out = fn(sweep_args(data, opt, hu, hv, phi, cp), b)
                 runs.append([out, u, v] + ([su, sv] if mode else []))
             for x, y in zip(*runs):
                 x, y = cp.asnumpy(x).astype(np.float64), cp.asnumpy(y).astype(np.float64)

@@ -5,12 +5,9 @@ from conftest import D1, N2, agree, d1, within_se
 
 import tp_limits as tp
 from tp_limits.limit.one_hidden import engine as one_hidden
-from tp_limits.limit.one_hidden.sweep import (
-    BLAS_MIN_D,
-    CACHE_MIN_D,
-    cache_pays,
-    cache_planes,
-)
+from tp_limits.limit.one_hidden.blocks import BLAS_MIN_D
+from tp_limits.limit.one_hidden.phi import CACHE_MIN_D, cache_pays, cache_planes
+from tp_limits.limit.one_hidden.sweeps import NumbaSweep
 
 
 def within_limit_se(mc, reference):
@@ -229,16 +226,16 @@ def test_quadrature_dimension_limit():
 
 
 def test_keyboard_interrupt_returns_partial(monkeypatch):
-    original = one_hidden.sweep
+    original = NumbaSweep.__call__
     calls = {"n": 0}
 
-    def flaky(*args):
+    def flaky(self, args):
         calls["n"] += 1
         if calls["n"] == 3:
             raise KeyboardInterrupt
-        return original(*args)
+        return original(self, args)
 
-    monkeypatch.setattr(one_hidden, "sweep", flaky)
+    monkeypatch.setattr(NumbaSweep, "__call__", flaky)
     tr = tp.simulate_limit(tp.MLP(tp.mup(1), 2, 1), d1(), particles=1_000, replicates=1)
     assert tr.interrupted and tr.completed_steps == 1
     assert tr.f_eval.shape[0] == 2 and tr.loss.shape == (1,)

@@ -11,7 +11,6 @@ from conftest import D1, N8_LONG, t_quantile
 import tp_limits as tp
 from tp_limits.engine.backend import numpy_backend
 from tp_limits.finite.network import FiniteNetwork
-from tp_limits.spec.optimizer import adam_direction, heavy_ball_step, momentum_schedule
 
 OPT = tp.SGD(momentum=0.8, weight_decay=0.3)
 
@@ -20,15 +19,27 @@ OPT = tp.SGD(momentum=0.8, weight_decay=0.3)
                                        (0.5, 1.0)])
 def test_schedule_reproduces_the_buffer_recursion(mu, delta):
     """W_t = ρ_t W_0 − Σ_s C[t, s] γ G_s against the heavy-ball buffers run on random
-    matrices (any linear state obeys the same scalar coefficients)."""
+    matrices (any linear state obeys the same scalar coefficients), and against the
+    recursion of docs/theory.md §10.2 written out (bit for bit: the schedule is derived
+    from the optimizer's own rule, whose additions are the recursion's)."""
     rng = np.random.default_rng(0)
     T = 7
+    opt = tp.SGD(momentum=mu, weight_decay=1.0)          # a rule with its buffer
     W0, G = rng.standard_normal((4, 3)), rng.standard_normal((T, 4, 3))
-    W, buf, path = W0, None, [W0]
+    W, state, path = W0, opt.rule.zeros(W0), [W0]
     for t in range(T):
-        W, buf = heavy_ball_step(W, buf, G[t], mu, delta)
+        W, state = opt.rule.apply(W, G[t], state, opt.coordinate(1.0, 1.0, delta, t + 1)[1])
         path.append(W)
-    rho, C = momentum_schedule(mu, delta, T)
+    rho, C = opt.schedule(delta, T)
+    rho_ref, C_ref, pi, E = np.ones(T + 1), np.zeros((T + 1, T)), 0.0, np.zeros(T)
+    for t in range(T):
+        pi = mu * pi + delta * rho_ref[t]
+        E = mu * E - delta * C_ref[t]
+        E[t] = 1.0
+        rho_ref[t + 1] = rho_ref[t] - pi
+        C_ref[t + 1] = C_ref[t] + E
+    assert np.array_equal(rho, rho_ref) and np.array_equal(C, C_ref)
+    assert np.array_equal(opt.init_factor(delta, T), rho)
     for t in range(T + 1):
         assert np.allclose(path[t], rho[t] * W0 - np.einsum("s,sij->ij", C[t], G), atol=1e-12)
     assert np.all(np.triu(C[:T]) == 0)                      # only earlier gradients
@@ -174,7 +185,8 @@ def test_adam_eps_is_width_free():
     net = tp.MLP(param, 2, 1)
     nw = FiniteNetwork(net, 400, 0.1, 0, numpy_backend(), np.float64,
                        optimizer=tp.Adam(eps=1e-3))
-    assert np.allclose(nw.eps, [1e-3 * 400 ** -0.5, 1e-3 / 400, 1e-3 * 400 ** -0.5])
+    eps = [nw.opt.eps * s for s in nw.const.eps_scale]        # what Adam's step uses
+    assert np.allclose(eps, [1e-3 * 400 ** -0.5, 1e-3 / 400, 1e-3 * 400 ** -0.5])
 
 
 # ---- Adam ------------------------------------------------------------------------------
@@ -266,7 +278,7 @@ def test_adam_direction_matches_the_textbook_formula(eps):
         g = rng.standard_normal((3, 7))
         g[1] = 0.0
         g_before = g.copy()
-        psi = adam_direction(m, v, g, betas, eps, t)
+        psi = tp.Adam(betas=betas, eps=eps).direction((m, v), g, t, np)
         m_ref = betas[0] * m_ref + (1 - betas[0]) * g_before
         v_ref = betas[1] * v_ref + (1 - betas[1]) * g_before ** 2
         den = np.sqrt(v_ref / (1 - betas[1] ** t)) + eps

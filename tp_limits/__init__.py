@@ -3,8 +3,8 @@
 * symbolic: :class:`ABC`, presets :func:`sp`, :func:`ntp`, :func:`mfp`,
   :func:`mup`, :func:`table`, :func:`phase_diagram`, :mod:`spectral`;
 * problem spec: :class:`MLP`, :class:`Routine`, :class:`SGD`, :class:`Adam`;
-* engines: :func:`simulate_limit` (infinite width), :func:`train_finite`
-  (width n), both -> :class:`Trajectory`;
+* engines: :func:`simulate_limit` (infinite width; its rarely used knobs grouped in
+  :class:`Knobs`), :func:`train_finite` (width n), both -> :class:`Trajectory`;
 * analysis: :func:`coord_check`, :func:`convergence`, :func:`dichotomy`,
   :func:`lr_sweep`;
 * data: :mod:`datasets` (real data sets shipped by installed packages).
@@ -17,6 +17,8 @@ from .analysis.coord_check import coord_check
 from .analysis.dichotomy import dichotomy
 from .analysis.lr_sweep import LRSweep, lr_sweep
 from .analysis.phase_diagram import phase_diagram
+from .engine.options import Knobs
+from .engine.status import Divergence, RunStatus
 from .engine.trajectory import Trajectory
 from .errors import (
     BackendUnavailableError,
@@ -36,7 +38,8 @@ from .spec import MLP, SGD, Adam, Routine, kernel_points
 __all__ = [
     "ABC", "Classification", "mfp", "mup", "ntp", "sp", "table", "phase_diagram", "spectral",
     "MLP", "Routine", "SGD", "Adam", "train_finite", "simulate_limit", "nngp", "ntk", "empirical_ntk",
-    "initial_outputs", "kernel_points", "Trajectory", "coord_check", "convergence", "dichotomy",
+    "initial_outputs", "kernel_points", "Trajectory", "RunStatus", "Divergence", "Knobs",
+    "coord_check", "convergence", "dichotomy",
     "lr_sweep", "LRSweep", "datasets",
     "TPError", "InvalidParametrizationError", "SymbolicParametrizationError",
     "UnstableParametrizationError", "SpecError", "DivergenceError", "MemoryBudgetError",

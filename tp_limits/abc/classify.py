@@ -22,6 +22,7 @@ import sympy
 
 from .exponents import exponents
 from .parametrization import ABC, fmt
+from .update_rules import update_rule
 
 HALF = Fraction(1, 2)
 
@@ -161,8 +162,8 @@ class Classification:
     def __str__(self) -> str:
         P = self.parametrization
         L = self.L
-        adam = P.optimizer == "adam"
-        sup = "^A" if adam else ""
+        rule = update_rule(P.optimizer)
+        sup = rule.label
         yes = lambda b: "yes" if b else "no"  # noqa: E731
         lines = [f"{P.label} (L = {L}, {P.optimizer})", f"  {P}",
                  f"  p = {self.p}, q{sup} = {self.q}, m = {self.m}, r{sup} = {self.r}",
@@ -194,8 +195,8 @@ class Classification:
         if self.stable:
             lines.append("  weight decay λ_l ∝ n^c_l: ("
                          + ", ".join(map(str, self.weight_decay_exponents)) + ")")
-            if adam:
-                lines.append("  Adam ε_l ∝ n^-g_l (gradient-entry size): g_l = ("
+            if rule.has_eps:
+                lines.append("  ε_l ∝ n^-g_l (gradient-entry size): g_l = ("
                              + ", ".join(map(str, self.eps_exponents)) + ")")
         return "\n".join(lines)
 
@@ -207,14 +208,14 @@ def classify(param: ABC) -> Classification:
     """Classify ``param`` exactly (see the module docstring for the theorems)."""
     a, b, c = param._fractions
     L = param.L
-    adam = param.optimizer == "adam"
+    rule = update_rule(param.optimizer)
     e = exponents(a, b, c, param.optimizer)
     p, q, m, r = e.p.value(), e.q.value(), e.m.value(), e.r.value()
     r_l = [x.value() for x in e.r_layers]
     rho_l = [x.value() for x in e.rho_layers]
     pr = p + r
-    sA = "^A" if adam else ""
-    q_def = "a_{L+1} + c_{L+1}" if adam else "2a_{L+1} + c_{L+1}"
+    sA = rule.label
+    q_def = rule.q_formula()
 
     conds = []
     v1 = a[0] + b[0]
@@ -271,5 +272,6 @@ def classify(param: ABC) -> Classification:
         kernel_components=kernel_components, limit_switches=switches,
         violations=tuple(cd.consequence for cd in conds if not cd.holds),
         weight_decay_exponents=tuple(map(_sym, c)),
-        eps_exponents=(tuple(_sym(a[l] + m) for l in range(L)) + (_sym(a[L]),)) if adam else ())
+        eps_exponents=((tuple(_sym(a[l] + m) for l in range(L)) + (_sym(a[L]),))
+                       if rule.has_eps else ()))
 

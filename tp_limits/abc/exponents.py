@@ -17,9 +17,11 @@ Definitions (SGD; TP4 with per-layer learning-rate exponents c_l):
     r_l  = m + 2 a_l + c_l - 1 + [l = 1]          Delta W^l x^{l-1} ~ n^-r_l
     r    = min_l r_l,   rho_l = min_{k<=l} r_k    Delta h^l, Delta x^l ~ n^-rho_l
 
-Adam (entrywise-normalized updates, docs/theory.md §1.7):
+Other optimizers by their update rule (update_rules.py): with W-space steps
+n^{-(k a_l + c_l)} and, for entrywise-normalized updates (Adam, docs/theory.md
+§1.7), no backward factor n^-m:
 
-    q^A = a_{L+1} + c_{L+1},   r^A_l = a_l + c_l - 1 + [l = 1],   m = min(p, q^A)
+    q = k a_{L+1} + c_{L+1},   r_l = k a_l + c_l - 1 + [l = 1],   m = min(p, q)
 
 The backward signal at step 0 is n^-p, not n^-m: pass ``first_step=True`` to
 get the exponents of the very first update (they matter when q < p, e.g. a
@@ -31,6 +33,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import sympy
+
+from .update_rules import update_rule
 
 
 class MinOf:
@@ -105,18 +109,17 @@ def exponents(a: Sequence, b: Sequence, c: Sequence, optimizer: str = "sgd",
     ``a``, ``b``, ``c`` hold numbers or SymPy expressions; ``c`` is per layer.
     """
     L = len(a) - 1
+    rule = update_rule(optimizer)
+    k = rule.a_factor
     p = MinOf([a[L] + b[L]])
-    if optimizer == "adam":
-        q = MinOf([a[L] + c[L]])
-        m = MinOf.of(p, q)
-        # Adam's normalized update does not carry the backward size n^-m.
-        r_layers = tuple(MinOf([a[l] + c[l] - 1 + (1 if l == 0 else 0)])
-                         for l in range(L))
+    q = MinOf([k * a[L] + c[L]])
+    m = MinOf.of(p, q)
+    if rule.normalized:
+        # a normalized update does not carry the backward size n^-m
+        r_layers = tuple(MinOf([k * a[l] + c[l] - 1 + (1 if l == 0 else 0)]) for l in range(L))
     else:
-        q = MinOf([2 * a[L] + c[L]])
-        m = MinOf.of(p, q)
         signal = p if first_step else m
-        r_layers = tuple(signal + (2 * a[l] + c[l] - 1 + (1 if l == 0 else 0))
+        r_layers = tuple(signal + (k * a[l] + c[l] - 1 + (1 if l == 0 else 0))
                          for l in range(L))
     rho = []
     for l in range(L):

@@ -24,8 +24,8 @@ from typing import Sequence
 import sympy
 
 from ..errors import InvalidParametrizationError, SymbolicParametrizationError
+from .update_rules import update_rule
 
-OPTIMIZERS = ("sgd", "adam")
 #: Deeper networks than this are refused: the exact classification grows with L (about
 #: 1 s at L = 1000) and no engine could simulate them.
 MAX_L = 1000
@@ -107,7 +107,8 @@ class ABC:
         Fractions, or SymPy expressions, free symbols allowed).  ``b[L]`` may
         be ``sympy.oo`` (or ``"oo"``): the readout starts at exactly zero.
     c : one exponent (TP4's global learning-rate exponent) or L+1 of them.
-    optimizer : ``"sgd"`` or ``"adam"`` (docs/theory.md §1.7).
+    optimizer : the name of the optimizer whose width exponents apply: ``"sgd"`` or
+        ``"adam"`` (docs/theory.md §1.7; update_rules.py).
     name : a label used in tables and reports.
     """
 
@@ -129,9 +130,7 @@ class ABC:
         if L1 - 1 > MAX_L:
             raise InvalidParametrizationError(
                 f"L = {L1 - 1} hidden layers exceeds the supported maximum of {MAX_L}")
-        if optimizer not in OPTIMIZERS:
-            raise InvalidParametrizationError(
-                f"unknown optimizer {optimizer!r}; choose one of {OPTIMIZERS}")
+        update_rule(optimizer)                  # a known optimizer, or a clear error
         a_t = _exponent_tuple(a, "a", L1)
         b_t = _exponent_tuple(b, "b", L1, infinite_last=True)
         if isinstance(c, (str, bytes)) or not hasattr(c, "__len__") or isinstance(c, sympy.Basic):

@@ -20,6 +20,7 @@ import numbers
 from ..errors import InvalidParametrizationError
 from .parametrization import ABC, MAX_L
 from .symmetry import shift
+from .update_rules import update_rule
 
 HALF = "1/2"
 
@@ -74,13 +75,8 @@ def mup(L: int = 1, form: str = "tp4", optimizer: str = "sgd") -> ABC:
     L = _check_L(L)
     if form not in ("tp4", "a0"):
         raise InvalidParametrizationError(f"unknown form {form!r}; use 'tp4' or 'a0'")
-    if optimizer == "sgd":
-        c = [-1] + [0] * (L - 1) + [1]
-    elif optimizer == "adam":
-        c = [0] + [1] * L
-    else:
-        raise InvalidParametrizationError(f"unknown optimizer {optimizer!r}; use 'sgd' or 'adam'")
-    suffix = "" if optimizer == "sgd" else " Adam"
+    c = update_rule(optimizer).mup_c(L)
+    suffix = "" if optimizer == "sgd" else f" {optimizer.capitalize()}"
     a0 = ABC([0] * (L + 1), [0] + [HALF] * (L - 1) + [1], c, optimizer,
              name=f"muP{suffix} (a=0 form)")
     if form == "a0":

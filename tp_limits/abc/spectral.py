@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..errors import InvalidParametrizationError
+from .update_rules import update_rule
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,7 @@ def parametrization(widths: Sequence[int], optimizer: str = "sgd", lr: float = 1
     dimension; every layer l maps n_{l-1} -> n_l.  ``lr`` is the
     width-independent base learning rate eta.
     """
-    if optimizer not in ("sgd", "adam"):
-        raise InvalidParametrizationError(f"unknown optimizer {optimizer!r}; use 'sgd' or 'adam'")
+    rule = update_rule(optimizer)
     ws = list(widths)
     if len(ws) < 2:
         raise InvalidParametrizationError(
@@ -59,7 +59,7 @@ def parametrization(widths: Sequence[int], optimizer: str = "sgd", lr: float = 1
     out = []
     for n_in, n_out in zip(ws[:-1], ws[1:]):
         std = n_in ** -0.5 * min(1.0, math.sqrt(n_out / n_in))
-        eta = lr * n_out / n_in if optimizer == "sgd" else lr / n_in
+        eta = lr * rule.spectral_lr(n_in, n_out)
         out.append(SpectralLayer(n_in, n_out, std, eta))
     return tuple(out)
 

@@ -4,7 +4,8 @@ For SGD the map  (a_l, b_l, c_l) -> (a_l + θ_l, b_l - θ_l, c_l - 2θ_l)
 leaves W_0 in distribution and every update ΔW unchanged, hence the whole
 training trajectory at every finite width n: with W = n^{-a-θ} w',
 w' = n^θ w, the gradient picks up n^{-a-θ} and the learning rate n^{2θ}.
-For Adam (scale-invariant updates) the map is c_l -> c_l - θ_l.
+For Adam (scale-invariant updates) the map is c_l -> c_l - θ_l: in general
+c_l -> c_l - k θ_l with k the optimizer's ``a_factor`` (update_rules.py).
 
 With one global c the shift must be the same for every layer, unless the
 result is allowed per-layer learning rates; :func:`shift` always returns
@@ -18,6 +19,7 @@ import sympy
 
 from ..errors import InvalidParametrizationError
 from .parametrization import ABC, parse_exponent
+from .update_rules import update_rule
 
 
 def _thetas(theta, L1: int) -> tuple:
@@ -32,7 +34,7 @@ def _thetas(theta, L1: int) -> tuple:
 def shift(param: ABC, theta) -> ABC:
     """Apply the symmetry with shift theta (a number or one per layer)."""
     th = _thetas(theta, param.L + 1)
-    k = 1 if param.optimizer == "adam" else 2
+    k = update_rule(param.optimizer).a_factor
     a = [x + t for x, t in zip(param.a, th)]
     # oo - θ stays oo: a zero readout stays zero.
     b = [x - t for x, t in zip(param.b, th)]

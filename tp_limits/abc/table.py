@@ -5,16 +5,19 @@ from dataclasses import dataclass
 
 from ..errors import InvalidParametrizationError
 from .parametrization import ABC, fmt, fmt_tuple
+from .update_rules import update_rule
 
-#: How q is computed, by optimizer (docs/theory.md §1.1): Adam normalizes each update entry.
-Q_FORMULA = {"sgd": "2a_{L+1}+c", "adam": "a_{L+1}+c"}
+
+def _q_formula(optimizer: str) -> str:
+    """How q is computed for an optimizer (docs/theory.md §1.1), e.g. '2a_{L+1}+c'."""
+    return update_rule(optimizer).q_formula("c").replace(" ", "")
 
 
 def columns(optimizers) -> tuple:
     """Column names; the q column shows the formula of the optimizers in the table."""
     opts = sorted(set(optimizers))
-    q = ("q = " + Q_FORMULA[opts[0]] if len(opts) == 1
-         else "q (" + "; ".join(f"{o}: {Q_FORMULA[o]}" for o in opts) + ")")
+    q = ("q = " + _q_formula(opts[0]) if len(opts) == 1
+         else "q (" + "; ".join(f"{o}: {_q_formula(o)}" for o in opts) + ")")
     return ("name", "a_l", "b_l", "c", "r", q, "p + r = a_{L+1}+b_{L+1}+r",
             "nontrivial", "stable", "feature learning", "kernel")
 

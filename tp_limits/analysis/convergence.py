@@ -31,7 +31,15 @@ import numpy as np
 from ..abc.table import Table
 from ..engine.executors import Interrupted, completed, run_tasks
 from ..engine.meta import problem_mismatch
-from ..engine.options import check_executor, check_seeds, check_steps, check_widths
+from ..engine.options import (
+    LIMIT_OPTIONS,
+    check_executor,
+    check_options,
+    check_seeds,
+    check_steps,
+    check_train_kwargs,
+    check_widths,
+)
 from ..engine.trajectory import Trajectory
 from ..errors import SpecError
 from ..finite.ntk import initial_outputs
@@ -155,6 +163,8 @@ def convergence(net, routine, widths, seeds: int = 8, particles: int | None = No
                         "(to compute one), not both")
     if particles is not None and "particles" in (limit_kwargs or {}):
         raise SpecError("particles= and limit_kwargs['particles'] both given; give it once")
+    check_options(LIMIT_OPTIONS, dict(limit_kwargs or {}), "simulate_limit (limit_kwargs)")
+    check_train_kwargs(train_kwargs, "convergence")
     k = net.param.classify()
     if conditioned is None:
         conditioned = k.regime in ("kernel", "trivial") and k.f0_law == "gp"

@@ -21,7 +21,13 @@ import numpy as np
 
 from ..abc.table import Table
 from ..engine.executors import Interrupted, completed, run_tasks
-from ..engine.options import check_executor, check_seeds, check_steps, check_widths
+from ..engine.options import (
+    check_executor,
+    check_seeds,
+    check_steps,
+    check_train_kwargs,
+    check_widths,
+)
 from ..errors import SpecError
 from ..finite.train import train_finite
 from ..spec import MLP, Problem, Routine
@@ -207,6 +213,7 @@ def coord_check(net: MLP, routine: Routine, widths, seeds=4, steps=None, executo
     steps = check_steps(steps, routine.steps)
     executor = check_executor(executor)
     tolerance = finite_positive(tolerance, "tolerance")
+    check_train_kwargs(train_kwargs, "coord_check")
     train_kwargs.setdefault("record", ("stats", "spectral"))
     train_kwargs.setdefault("on_divergence", "stop")
 

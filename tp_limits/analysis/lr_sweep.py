@@ -21,10 +21,16 @@ import numpy as np
 
 from ..abc.table import Table
 from ..engine.executors import Interrupted, completed, run_tasks
-from ..engine.options import MAX_WIDTH, check_executor, check_seeds, check_widths
+from ..engine.options import (
+    MAX_WIDTH,
+    check_executor,
+    check_seeds,
+    check_train_kwargs,
+    check_widths,
+)
 from ..engine.progress import progress_bar
 from ..errors import SpecError, TPError, UnstableParametrizationError, UnsupportedError
-from ..finite.train import check_finite_options, train_finite
+from ..finite.train import prepare_finite, train_finite
 from ..limit import prepare_limit, simulate_limit
 from ..spec import MLP, Problem, Routine
 from ..spec.checks import check_int, finite_positive
@@ -369,11 +375,10 @@ def check_sweep(net: MLP, routine: Routine, lrs, widths=(), seeds=8, limit: bool
     check_int(particles, "particles", 2)
     check_int(replicates, "replicates", 2 if limit else 1, 10 ** 5)
     executor = check_executor(executor)
+    check_train_kwargs(train_kwargs, "lr_sweep", ("seed", "record", "on_divergence"))
     if widths:                                       # the finite engine's own checks
-        check_finite_options(net, routine, max(widths), 0,
-                             train_kwargs.get("backend", "numpy"),
-                             train_kwargs.get("dtype", np.float64),
-                             train_kwargs.get("backprop", "exact"), (), "stop", False)
+        prepare_finite(net, routine, max(widths), **{**train_kwargs, "record": (),
+                                                     "on_divergence": "stop"})
     if limit:
         try:                                         # memory and options of the limit
             prepare_limit(net, routine, particles=particles, replicates=1, f0="zero")

@@ -19,8 +19,7 @@ import numpy as np
 
 from ..errors import BackendUnavailableError, SpecError
 from .aligned import as_aligned, zeros_aligned
-
-BACKENDS = ("numpy", "cupy")
+from .options import BACKENDS
 
 
 @dataclass(frozen=True)

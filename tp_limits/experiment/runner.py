@@ -28,9 +28,10 @@ from ..analysis.convergence import ConvergenceStudy, convergence
 from ..analysis.lr_sweep import LRSweep, check_sweep, lr_sweep
 from ..engine.trajectory import Trajectory
 from ..errors import TPError
-from ..finite.train import check_finite_options
+from ..finite.train import prepare_finite
 from ..limit import prepare_limit, simulate_limit
-from ..spec import MLP, SGD, Adam, Routine
+from ..spec import MLP, Routine
+from ..spec.optimizers import OPTIMIZERS, default_optimizer, hyperparameters
 from .data import load_data
 from .schema import ExperimentError, validate
 
@@ -98,16 +99,20 @@ def _d_out(data: dict, Y: np.ndarray) -> int:
 
 
 def _optimizer(kind: str, r: dict):
-    """The routine's optimizer from the [routine] keys, for the parametrization's kind."""
-    if kind == "adam":
-        if r["momentum"]:
-            raise ExperimentError("routine.momentum is SGD's heavy ball; Adam's is "
-                                  "routine.adam_betas")
-        betas = tuple(r["adam_betas"]) if r["adam_betas"] is not None else (0.9, 0.999)
-        return Adam(betas=betas, eps=r["adam_eps"], weight_decay=r["weight_decay"])
-    if r["adam_betas"] is not None:
-        raise ExperimentError("routine.adam_betas needs parametrization.optimizer = 'adam'")
-    return SGD(momentum=r["momentum"], weight_decay=r["weight_decay"])
+    """The routine's optimizer from the [routine] keys of its declared hyperparameters,
+    for the parametrization's exponents; a key of another optimizer is refused."""
+    cls = type(default_optimizer(kind))
+    mine = {key: name for name, key, *_ in hyperparameters(cls)}
+    for other in OPTIMIZERS.values():
+        for _, key, *_ in hyperparameters(other):
+            if key not in mine and r[key] is not None:
+                raise ExperimentError(
+                    f"routine.{key} is a hyperparameter of {other.name}, not of {cls.name} "
+                    f"(parametrization.optimizer = {kind!r}): leave it out, or set "
+                    f"parametrization.optimizer = {other.exponents!r}")
+    given = {name: (tuple(r[key]) if isinstance(r[key], list) else r[key])
+             for key, name in mine.items() if r[key] is not None}
+    return cls(**given)
 
 
 def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
@@ -136,13 +141,8 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
         raise ExperimentError(
             f"{source}: parametrization {param.label} (L = {param.L}) is unstable — it has no "
             "infinite-width limit:\n  " + "\n  ".join(k.violations))
-    lim = cfg["limit"]
-    limit = {
-        "particles": lim["particles"], "replicates": lim["replicates"], "seed": lim["seed"],
-        "method": lim["method"], "backprop": lim["backprop"], "zdot": lim["zdot"],
-        "dtype": np.dtype(lim["dtype"]), "workers": lim["workers"],
-        "partners": lim["partners"], "debias_partners": lim["debias_partners"],
-        "backend": lim["backend"], "random": lim["random"], "sampler": lim["sampler"]}
+    # every [limit] key is a simulate_limit option of the same name (schema.table_keys)
+    limit = dict(cfg["limit"])
     fin = cfg["finite"]
     finite = {} if not fin["enabled"] else {
         "widths": tuple(sorted(set(fin["widths"]))), "seeds": fin["seeds"],
@@ -150,8 +150,8 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
     try:                  # the engines' own checks: what --check accepts, a run accepts
         prepare_limit(net, routine, **limit)
         if finite:
-            check_finite_options(net, routine, finite["widths"][-1], 0, finite["backend"],
-                                 np.float64, "exact", _record(finite), "raise", False)
+            prepare_finite(net, routine, finite["widths"][-1], backend=finite["backend"],
+                           record=_record(finite))
     except TPError as exc:
         raise ExperimentError(f"{source}: {exc}") from None
     sweep = {}
@@ -160,7 +160,7 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
         sweep = {"lrs": tuple(float(x) for x in sw["lrs"]),
                  "widths": tuple(sw["widths"] or fin["widths"]), "seeds": sw["seeds"],
                  "metric": sw["metric"], "limit": sw["limit"],
-                 "particles": lim["particles"], "replicates": lim["replicates"]}
+                 "particles": limit["particles"], "replicates": limit["replicates"]}
         try:
             check_sweep(net, routine, **sweep)
         except TPError as exc:

@@ -13,15 +13,15 @@ import difflib
 import numbers
 from dataclasses import dataclass
 
-from ..abc.parametrization import OPTIMIZERS
+import numpy as np
+
 from ..abc.presets import PRESETS
-from ..engine.backend import BACKENDS
-from ..engine.options import DTYPES
+from ..abc.update_rules import UPDATE_RULES
+from ..engine.options import FINITE_OPTIONS, LIMIT_OPTIONS
 from ..errors import TPError
-from ..limit.options import BACKPROP, METHODS, ZDOT
-from ..limit.sampling import SAMPLERS, SOURCES
 from ..losses import LOSSES
 from ..nonlinearities import NONLINEARITIES
+from ..spec.optimizers import OPTIMIZERS, hyperparameters
 
 
 class ExperimentError(TPError, ValueError):
@@ -80,6 +80,38 @@ _CHECKS = {
               "an inline array (list of rows) or the path of a .npy file"),
 }
 
+def _toml(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return f"{value:_}" if _is_int(value) else str(value)
+
+
+def table_keys(table, section: str) -> dict:
+    """The keys of ``section`` declared in an engine's option table (engine/options.py):
+    the same default, check vocabulary and doc as the keyword option."""
+    def plain(v):
+        return v.name if isinstance(v, np.dtype) else v
+    return {o.toml.split(".", 1)[1]: Key(o.kind, plain(o.default), o.doc, choices=o.choices)
+            for o in table if o.toml and o.toml.split(".", 1)[0] == section}
+
+
+def optimizer_keys() -> dict:
+    """The [routine] keys of every optimizer's declared hyperparameters (spec/optimizers/):
+    default — (the optimizer's own default, given in the meaning), one key for a
+    hyperparameter several optimizers share (weight decay)."""
+    keys, owners = {}, {}
+    for cls in OPTIMIZERS.values():
+        for _, key, kind, default, doc in hyperparameters(cls):
+            owners.setdefault(key, []).append(cls.name)
+            keys.setdefault(key, (kind, doc, default))
+    return {key: Key(kind, None, f"{doc} ({', '.join(owners[key])}; default {_toml(default)})")
+            for key, (kind, doc, default) in keys.items()}
+
+
 SCHEMA: dict = {
     "experiment": {
         "name": Key("str", "experiment", "a label used in titles and the summary"),
@@ -95,8 +127,8 @@ SCHEMA: dict = {
                  "learning-rate exponent, one value or one per layer (sp/ntp: default 0)"),
         "form": Key("str", "tp4", "mup only: 'tp4' or 'a0'", choices=("tp4", "a0")),
         "optimizer": Key("str", "sgd",
-                         "'sgd' or 'adam': sets the exponents (hyperparameters: [routine])",
-                         choices=OPTIMIZERS),
+                         " or ".join(map(repr, UPDATE_RULES)) + ": sets the exponents "
+                         "(hyperparameters: [routine])", choices=tuple(UPDATE_RULES)),
         "name": Key("str", "", "label of a custom parametrization"),
     },
     "model": {
@@ -131,37 +163,9 @@ SCHEMA: dict = {
         "loss": Key("str", "mse", "'mse' or 'xent'", choices=tuple(sorted(LOSSES))),
         "batch_size": Key("int", 1, "examples per SGD step"),
         "steps": Key("int", None, "SGD steps (generators: default 16; arrays: len(X) / batch)"),
-        "momentum": Key("number", 0.0, "SGD heavy-ball momentum μ in [0, 1)"),
-        "weight_decay": Key("number", 0.0, "width-free weight decay λ: a shrink of η_l λ per "
-                                            "step (SGD: coupled; Adam: decoupled)"),
-        "adam_betas": Key("numbers", None, "Adam's (β₁, β₂) (default 0.9, 0.999)"),
-        "adam_eps": Key("number", 1e-8, "Adam's ε in width-free units (docs/theory.md §10.3)"),
+        **optimizer_keys(),
     },
-    "limit": {
-        "particles": Key("int", 100_000, "Monte Carlo particles per replicate"),
-        "replicates": Key("int", 8, "independent replicates (their spread gives the error "
-                                    "bars, with replicates - 1 degrees of freedom)"),
-        "seed": Key("int", 0, "seed of the first replicate"),
-        "method": Key("str", None, "'exact', 'monte_carlo' or 'quadrature' (default: by φ)",
-                      choices=METHODS),
-        "backprop": Key("str", "exact", "'exact' or 'decoupled' (deep limits)",
-                        choices=BACKPROP),
-        "zdot": Key("str", "stein", "deep Monte Carlo Ż estimator: 'stein' or 'tangent'",
-                    choices=ZDOT),
-        "dtype": Key("str", "float64", "storage precision: 'float64' or 'float32'",
-                     choices=DTYPES),
-        "workers": Key("int", 1, "deep Monte Carlo: processes for the replicates"),
-        "partners": Key("int", None, "deep Adam: partner particles M (default min(256, N/2))"),
-        "debias_partners": Key("bool", True, "deep Adam: report 2 f(2M) - f(M)"),
-        "backend": Key("str", "numpy", "'numpy', or 'cupy' for the Monte Carlo engines on a GPU",
-                       choices=BACKENDS),
-        "random": Key("str", "backend", "'backend' (the device's generator) or 'host' (a GPU "
-                                        "run then reproduces the CPU run of its seed)",
-                      choices=SOURCES),
-        "sampler": Key("str", None, "Monte Carlo: Gaussians from 'qmc' (scrambled Sobol' "
-                                    "points; default with replicates), 'antithetic' or 'mc'",
-                       choices=SAMPLERS),
-    },
+    "limit": table_keys(LIMIT_OPTIONS, "limit"),
     "sweep": {
         "lrs": Key("numbers", None, "learning rates to sweep (tp-limits sweep; at least three)"),
         "widths": Key("ints", None, "finite widths of the sweep (default: finite.widths)"),
@@ -175,7 +179,7 @@ SCHEMA: dict = {
         "enabled": Key("bool", True, "train finite networks"),
         "widths": Key("ints", [256, 512, 1024, 2048, 4096], "widths n (at least two)"),
         "seeds": Key("int", 8, "seeds per width (at least two)"),
-        "backend": Key("str", "numpy", "'numpy' or 'cupy'", choices=BACKENDS),
+        **table_keys(FINITE_OPTIONS, "finite"),
         "parallel": Key("bool", True, "train in a process pool (one worker per core)"),
         "spectral": Key("bool", False, "also record spectral-norm ratios (slower)"),
     },
@@ -289,13 +293,3 @@ def schema_markdown() -> str:
                 "—" if spec.default is None else f"`{_toml(spec.default)}`")
             lines.append(f"| `{section}.{key}` | {spec.kind} | {default} | {spec.doc} |")
     return "\n".join(lines)
-
-
-def _toml(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return f'"{value}"'
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    return f"{value:_}" if _is_int(value) else str(value)

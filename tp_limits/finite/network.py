@@ -5,19 +5,12 @@ readout when b_{L+1} = oo).  The Gaussians are drawn on the host from
 ``numpy.random.default_rng(seed)`` in layer order, so every backend and
 dtype starts from the same network.
 
-SGD in W-space is exactly SGD on w (∇_w = n^{-a}∇_W, ΔW = n^{-a}Δw):
-
-    W^l <- W^l - η_l n^{-(2a_l + c_l)} Σ_i (∂(χ_iᵀ f)/∂h^l_i) x^{l-1}_iᵀ.
-
-Momentum μ and coupled weight decay λ (spec/optimizer.py) stay linear, so in
-W-space they are one buffer per layer: D <- μ D + γ_l ∇_W + η_l λ W, W <- W - D
-(γ_l the SGD step above, η_l = η lr_mult_l; docs/theory.md §10.1).
-
-Adam must see the w-gradient (its update is not linear in the gradient), so
-it keeps its moments in w-units and maps the step back:
-ΔW = -η_l n^{-c_l} n^{-a_l} m̂ / (√v̂ + ε n^{-g_l}), with g_w = n^{-a_l} ∇_W and
-n^{-g_l} the size of a gradient entry (ε is width-free, docs/theory.md §10.3);
-decoupled decay multiplies W by 1 - η_l λ first.
+Each layer's W-gradient Σ_i (∂(χ_iᵀ f)/∂h^l_i) x^{l-1}_iᵀ = Gᵀ X is handed, in its
+low-rank form, to the routine's optimizer (spec/optimizers/), which moves the
+weights in place: SGD in W-space is exactly SGD on w (∇_w = n^{-a}∇_W,
+ΔW = n^{-a}Δw), W^l <- W^l - η_l n^{-(2a_l + c_l)} Gᵀ X; Adam keeps its moments in
+w-units (docs/theory.md §7.1, §10).  Per layer the network keeps one array like W
+per state slot of the optimizer (momentum buffer, Adam's moments).
 
 ``backprop="decoupled"`` replaces, in the backward pass only, each hidden
 W^l_t by W̃^l_0 + (W^l_t - W^l_0), with W̃^l_0 an independent copy of W^l_0
@@ -31,7 +24,6 @@ from ..engine.backend import Backend
 from ..engine.normals import standard_normal
 from ..engine.steps import DIVERGENCE_BOUND, check_size
 from ..spec import MLP, SGD
-from ..spec.optimizer import adam_direction
 
 
 class FiniteNetwork:
@@ -45,7 +37,6 @@ class FiniteNetwork:
         self.alpha = net.output_multiplier
         self.backprop = backprop
         self.opt = SGD() if optimizer is None else optimizer
-        self.optimizer = self.opt.kind
         self.bound = divergence_bound
         L, n = net.L, width
         const = net.finite_constants(width, lr)
@@ -56,16 +47,11 @@ class FiniteNetwork:
         # Drawn after every W_0, so exact and decoupled runs share W_0 for a seed.
         self.W_tilde = ({l: self._gaussian(rng, shapes[l], const.init_std[l]) for l in range(1, L)}
                         if backprop == "decoupled" else None)
-        self.lr = list(const.lr)
-        self.shrink = self.opt.shrinks(const.decay)                # η_l λ per step
-        if self.optimizer == "sgd" and not self.opt.plain:
-            self.D = [backend.xp.zeros_like(w) for w in self.W]    # W-space momentum buffers
-        if self.optimizer == "adam":
-            self.adam_lr, self.n_a = list(const.adam_lr), list(const.w_scale)
-            self.eps = [self.opt.eps * e for e in const.eps_scale]
-            self.betas, self.t = self.opt.betas, 0
-            self.m = [backend.xp.zeros_like(w) for w in self.W]
-            self.v = [backend.xp.zeros_like(w) for w in self.W]
+        self.const = const
+        # the optimizer's state: per layer one array like W per slot (buffer, moments)
+        self.state = [tuple(backend.xp.zeros_like(w) for _ in self.opt.rule.slots)
+                      for w in self.W]
+        self.t = 0                                                 # updates so far
 
     def _gaussian(self, rng, shape, std):
         """std · N(0, 1) entries drawn on the host; a zero std (zero readout) draws nothing.
@@ -105,8 +91,7 @@ class FiniteNetwork:
         so all gradients use W_t (simultaneous updates).
         """
         L, mm = self.net.L, self.b.matmul
-        if self.optimizer == "adam":
-            self.t += 1
+        self.t += 1
         g_x = self.alpha * mm(chi, self.W[L])                   # ∂(χᵀf)/∂x^L
         self._update(L, self.alpha * chi, xs[L])                # ∇W^{L+1} = α χᵀ x^L
         for l in range(L - 1, -1, -1):
@@ -122,36 +107,18 @@ class FiniteNetwork:
         return mm(g_h, self.W[l])
 
     def _update(self, l, G, X) -> None:
-        """Apply the step for layer l whose W-gradient is Gᵀ X."""
-        if self.optimizer == "sgd":
-            if self.opt.plain:
-                self.b.add_outer(self.W[l], -self.lr[l], G, X)
-                return
-            D = self.D[l]
-            D *= self.opt.momentum
-            if self.shrink[l]:
-                D += self.shrink[l] * self.W[l]                 # coupled decay, with W_t
-            self.b.add_outer(D, self.lr[l], G, X)
-            self.W[l] -= D
-            return
-        g_w = self.b.matmul(G.T, X)
-        g_w *= self.n_a[l]                                      # gradient in w-units
-        psi = adam_direction(self.m[l], self.v[l], g_w, self.betas, self.eps[l], self.t,
-                             self.b.xp)
-        if self.shrink[l]:
-            self.W[l] *= 1.0 - self.shrink[l]                   # decoupled (AdamW) decay
-        psi *= self.n_a[l] * self.adam_lr[l]                    # in place: no temporary
-        self.W[l] -= psi
+        """Apply the optimizer's step to layer l, whose W-gradient is Gᵀ X."""
+        self.opt.finite_step(self.W[l], self.state[l], G, X, self.const, l, self.t, self.b)
 
     # ---- memory ------------------------------------------------------------------
     @staticmethod
     def bytes_needed(net: MLP, width: int, dtype, backprop: str, optimizer,
                      keep_init: bool) -> int:
-        """Bytes for the weights and the copies a run keeps (W_0, W̃_0, momentum buffers or
-        Adam moments)."""
+        """Bytes for the weights and the copies a run keeps (W_0, W̃_0, the optimizer's
+        state: one copy per slot)."""
         n, L = width, net.L
         per_copy = n * net.d_in + (L - 1) * n * n + net.d_out * n
-        state = 2 if optimizer.kind == "adam" else int(not optimizer.plain)
+        state = len(optimizer.rule.slots)
         copies = 1 + (keep_init or backprop == "decoupled") + state
         hidden_copies = copies + (backprop == "decoupled")
         total = copies * per_copy + (hidden_copies - copies) * (L - 1) * n * n

@@ -8,61 +8,59 @@ W_{t+1} after each step.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..engine.backend import get_backend
 from ..engine.memory import require_memory
 from ..engine.meta import run_meta
-from ..engine.options import (
-    check_divergence_bound,
-    check_dtype,
-    check_on_divergence,
-    check_progress,
-    check_record,
-    check_seed,
-)
+from ..engine.options import FINITE_OPTIONS, option_record
 from ..engine.progress import progress_bar
 from ..engine.status import RunStatus
-from ..engine.steps import DIVERGENCE_BOUND, StepLoop
+from ..engine.steps import StepLoop
 from ..engine.trajectory import Trajectory
 from ..errors import DivergenceError, SpecError
 from ..spec import MLP, Problem, Routine
-from ..spec.checks import check_choice, check_int
+from ..spec.checks import check_int
 from .network import FiniteNetwork
 from .stats import StatsRecorder
 
-RECORD_OPTIONS = ("stats", "spectral")
-BACKPROP = ("exact", "decoupled")
+#: every option of train_finite after (net, routine, width), checked by the one table
+FiniteOptions = option_record("FiniteOptions", FINITE_OPTIONS, "train_finite", __name__)
 
 
-def check_finite_options(net: MLP, routine: Routine, width, seed, backend, dtype, backprop,
-                         record, on_divergence, progress, divergence_bound=DIVERGENCE_BOUND):
-    """Check every option of :func:`train_finite` before any work; return the cleaned values."""
+@dataclass(frozen=True)
+class FinitePlan:
+    """A checked finite-width run, ready to go: the problem, the width, the options, the
+    backend."""
+
+    problem: Problem
+    width: int
+    options: object          # FiniteOptions
+    backend: object
+
+
+def prepare_finite(net: MLP, routine: Routine, width: int, **options) -> FinitePlan:
+    """Check everything :func:`train_finite` would check — the problem, the width, every
+    option (the table of docs/api.md) and the memory — without running anything."""
     problem = Problem(net, routine)
-    check_int(width, "width")
-    check_seed(seed)
-    b = get_backend(backend)
-    dtype = check_dtype(dtype)
-    check_choice(backprop, "backprop", BACKPROP)
-    if backprop == "decoupled" and net.L < 2:
+    width = check_int(width, "width")
+    o = FiniteOptions.of(**options)
+    b = get_backend(o.backend)
+    if o.backprop == "decoupled" and net.L < 2:
         raise SpecError("backprop='decoupled' needs L >= 2 (it decouples hidden n x n matrices)")
-    optimizer = problem.optimizer
-    record = check_record(record, RECORD_OPTIONS)
-    check_on_divergence(on_divergence)
-    check_progress(progress)
-    check_divergence_bound(divergence_bound)
-    keep_init = bool(record)
-    require_memory(FiniteNetwork.bytes_needed(net, width, dtype, backprop, optimizer, keep_init),
+    require_memory(FiniteNetwork.bytes_needed(net, width, o.dtype, o.backprop,
+                                              problem.optimizer, bool(o.record)),
                    f"width {width} (weights and the copies a run keeps)", b,
                    advice="lower the width, use dtype=numpy.float32, or record=() (no W_0 copy)")
-    return problem, b, dtype, optimizer, record
+    return FinitePlan(problem, width, o, b)
 
 
 def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend: str = "numpy",
-                 dtype=np.float64, backprop: str = "exact", record=RECORD_OPTIONS,
+                 dtype=np.float64, backprop: str = "exact", record=("stats", "spectral"),
                  on_divergence: str = "raise", progress: bool = False,
-                 divergence_bound: float | None = DIVERGENCE_BOUND) -> Trajectory:
+                 divergence_bound: float | None = 1e10) -> Trajectory:
     """Train ``net`` at width ``width`` on ``routine``; return its :class:`Trajectory`.
 
     Parameters
@@ -87,12 +85,19 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
     Ctrl-C stops cleanly: the steps completed so far are returned, with
     ``interrupted`` True (``Trajectory.status``).
     """
-    problem, b, dtype, optimizer, record = check_finite_options(
-        net, routine, width, seed, backend, dtype, backprop, record, on_divergence,
-        progress, divergence_bound)
+    plan = prepare_finite(net, routine, width, seed=seed, backend=backend, dtype=dtype,
+                          backprop=backprop, record=record, on_divergence=on_divergence,
+                          progress=progress, divergence_bound=divergence_bound)
+    return run_finite(plan)
+
+
+def run_finite(plan: FinitePlan) -> Trajectory:
+    """Train the network of a checked plan (:func:`prepare_finite`)."""
+    problem, o, b, width = plan.problem, plan.options, plan.backend, plan.width
+    net, routine, dtype, record = problem.net, problem.routine, o.dtype, o.record
     started = time.perf_counter()
-    nw = FiniteNetwork(net, width, routine.lr, seed, b, dtype, backprop, optimizer,
-                       bool(record), divergence_bound)
+    nw = FiniteNetwork(net, width, routine.lr, o.seed, b, dtype, o.backprop, problem.optimizer,
+                       bool(record), o.divergence_bound)
     T, B, E = problem.T, problem.B, problem.E
     xp, tonp = b.xp, b.to_numpy
     Xe = b.asarray(problem.eval_inputs, dtype)
@@ -112,8 +117,8 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
                 raise DivergenceError(t, None, "weights", "their norms could not be "
                                       "computed") from None
 
-    with progress_bar(progress, T, f"width {width}") as on_step:
-        loop = StepLoop(T, on_step, catch_divergence=on_divergence != "raise")
+    with progress_bar(o.progress, T, f"width {width}") as on_step:
+        loop = StepLoop(T, on_step, catch_divergence=o.on_divergence != "raise")
         with loop:
             evaluate(0)
             for t in loop:
@@ -129,8 +134,8 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
     done = loop.completed
     status = RunStatus(done, loop.interrupted, loop.diverged)
     meta = run_meta(problem, status, time.perf_counter() - started, engine="finite",
-                    width=int(width), seed=int(seed), backend=b.name, dtype=dtype.name,
-                    backprop=backprop, record=list(record))
+                    width=int(width), seed=int(o.seed), backend=b.name, dtype=dtype.name,
+                    backprop=o.backprop, record=list(record))
     stats = recorder.truncate(done + 1) if recorder else {}
     stats.update(problem.eval_metrics(f_eval[: done + 1]))
     return Trajectory(f_eval=f_eval[: done + 1], f_train=f_train[:done], loss=losses[:done],

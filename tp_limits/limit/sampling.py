@@ -19,10 +19,6 @@ import numpy as np
 
 from ..engine.normals import HostNormals
 
-SOURCES = ("backend", "host")
-#: how the Monte Carlo engines draw their Gaussians (docs/theory.md §2.2, §4.8)
-SAMPLERS = ("antithetic", "mc", "qmc")
-
 
 class Draws:
     """Standard normals (float64) on the backend; index sets on the host."""
@@ -90,20 +86,16 @@ class SobolPrefix:
         return self._draws.subset(n, k)
 
 
-def antithetic_count(particles: int, paired: bool = True) -> int:
-    """The particle count actually used: ``particles`` rounded up to even when paired."""
-    return particles + particles % 2 if paired else particles
-
-
 def choose_sampler(asked: str | None, replicates: int) -> str:
     """The sampler a Monte Carlo run uses: the one asked for, else 'qmc' when replicates
     give its error bar (it wins by far there, docs/performance.md), else 'antithetic'."""
     return asked or ("qmc" if replicates > 1 else "antithetic")
 
 
-def sampler_count(particles: int, sampler: str, paired: bool = True) -> int:
-    """The count a sampler uses: even for antithetic pairs, the next power of two for
-    Sobol' points, ``particles`` itself for plain Monte Carlo."""
+def sampler_count(particles: int, sampler: str) -> int:
+    """The count a sampler uses (the one rule of every Monte Carlo engine): even for
+    antithetic pairs, the next power of two for Sobol' points (N/2 one too, for pairs),
+    ``particles`` itself for plain Monte Carlo."""
     if sampler == "qmc":
-        return 1 << max(2, (particles - 1).bit_length())     # pairs: N/2 a power of two too
-    return antithetic_count(particles, paired and sampler == "antithetic")
+        return 1 << max(2, (particles - 1).bit_length())
+    return particles + particles % 2 if sampler == "antithetic" else particles

@@ -12,12 +12,15 @@ feature learning, L = 1                one_hidden.ParticleEngine (Monte Carlo or
                                        quadrature)
 feature learning, L >= 2, φ = id       deep.LinearEngine (exact)
 feature learning, L >= 2               deep.MonteCarloEngine (Stein or tangent Ż)
-Adam, kernel or trivial regime         UnsupportedError (a nonlinear kernel)
-SGD with weight decay, kernel regime   UnsupportedError (decay moves W_0 by Θ(1))
+optimizer not linear in the gradients  UnsupportedError (a nonlinear kernel)
+(Adam), kernel or trivial regime
+weight decay, kernel regime            UnsupportedError (decay moves W_0 by Θ(1))
 =====================================  =============================================
 
-SGD with momentum and weight decay (the routine's ``optimizer``) runs in every
-feature-learning engine; the kernel engine takes momentum (docs/theory.md §10).
+Every optimizer (the routine's ``optimizer``) runs in every feature-learning
+engine; the kernel engine and the exact ones take the optimizers that are linear
+in the gradients (SGD with momentum; the kernel engine without weight decay,
+docs/theory.md §10).  The engines ask the optimizer's traits, never its name.
 
 ``method`` overrides the φ = id default ('monte_carlo' runs the particle
 engines on a linear network too).  Every engine checks, in its constructor,
@@ -48,27 +51,19 @@ def select_engine(problem, options):
     if options.backprop == "decoupled" and not deep_fl:
         raise SpecError("backprop='decoupled' applies to deep (L >= 2) feature-learning limits")
     if k.regime in ("kernel", "trivial"):
-        if opt.kind == "adam":
-            raise UnsupportedError(
-                f"Adam in the {k.regime} regime: its entrywise normalization makes the limit a "
-                "nonlinear kernel dynamics, which is not built (docs/theory.md §10.4); use a "
-                "feature-learning parametrization (e.g. tp.mup(L, optimizer='adam'))")
-        if opt.weight_decay:
-            raise UnsupportedError(
-                f"weight decay in the {k.regime} regime: decay shrinks W_0 by a Θ(1) factor, "
-                "so f leaves its linearization at init and the limit is not kernel gradient "
-                "descent (docs/theory.md §10.4); use weight_decay=0 (momentum is supported) "
-                "or a feature-learning parametrization")
+        refusal = opt.kernel_refusal(k.regime)
+        if refusal:
+            raise UnsupportedError(refusal)
         return KernelEngine(problem, k, options)
     if options.method == "exact" and net.phi != "id":
         raise SpecError(f"method='exact' needs phi='id' (a closed form exists only for linear "
                         f"networks); got phi={net.phi!r}")
-    if options.method == "exact" and opt.kind == "adam":
-        raise SpecError("method='exact' follows SGD only: Adam's entrywise normalization is "
-                        "not linear, so a linear network has no closed form under it; use "
+    if options.method == "exact" and not opt.linear:
+        raise SpecError(f"method='exact' follows optimizers linear in the gradients only: "
+                        f"{opt} is not, so a linear network has no closed form under it; use "
                         "method='monte_carlo'")
     exact = options.method == "exact" or (options.method is None and net.phi == "id"
-                                          and opt.kind == "sgd")
+                                          and opt.linear)
     if net.L == 1:
         return (OneHiddenLinear if exact else ParticleEngine)(problem, k, options)
     return (DeepLinear if exact else MonteCarloEngine)(problem, k, options)

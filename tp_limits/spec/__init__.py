@@ -3,16 +3,17 @@
 * :class:`MLP` — the network, with the one conversion of exponents into
   per-layer numbers (:meth:`MLP.finite_constants`, :meth:`MLP.limit_constants`);
 * :class:`Routine` — the training data, batch size, steps, learning rate, loss;
-* :class:`SGD`, :class:`Adam` — the optimizer and its width-free hyperparameters;
+* :class:`SGD`, :class:`Adam` — the optimizers (optimizers/, one module each) and their
+  width-free hyperparameters;
 * :class:`Problem` — an MLP on a Routine, as the engines read it.
 
 All are frozen and validated on construction, so an engine never starts on
 inconsistent input.
 """
 from .mlp import MLP, FiniteConstants, LimitConstants
-from .optimizer import SGD, Adam, momentum_schedule
+from .optimizers import SGD, Adam, Optimizer
 from .problem import Problem
 from .routine import Routine, distinct_rows, kernel_points
 
 __all__ = ["MLP", "Routine", "Problem", "FiniteConstants", "LimitConstants", "distinct_rows",
-           "kernel_points", "SGD", "Adam", "momentum_schedule"]
+           "kernel_points", "SGD", "Adam", "Optimizer"]

@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import SpecError
 from ..losses import Loss, get_loss
 from .mlp import MLP
-from .optimizer import check_optimizer
+from .optimizers import check_optimizer
 from .routine import Routine
 
 

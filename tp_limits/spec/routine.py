@@ -8,7 +8,7 @@ import numpy as np
 from ..errors import SpecError
 from ..losses import get_loss
 from .checks import as_matrix, check_int, finite_positive
-from .optimizer import OPTIMIZER_TYPES
+from .optimizers import Optimizer, names
 
 
 def distinct_rows(A: np.ndarray) -> np.ndarray:
@@ -31,7 +31,7 @@ class Routine:
     format, one row per eval input) makes both engines report the held-out
     loss and, for ``xent``, the accuracy at every evaluated step
     (``Trajectory.stats["eval_loss"]``, ``["eval_accuracy"]``).
-    ``optimizer`` is a :class:`~tp_limits.SGD` or :class:`~tp_limits.Adam`
+    ``optimizer`` is an optimizer (:class:`~tp_limits.SGD`, :class:`~tp_limits.Adam`)
     holding the width-free hyperparameters (momentum, weight decay, Adam's
     β, ε); None means the plain optimizer the parametrization names.
     """
@@ -48,9 +48,8 @@ class Routine:
 
     def __init__(self, X, Y, lr: float, loss: str = "mse", batch_size: int = 1, steps=None,
                  eval_inputs=None, eval_targets=None, optimizer=None):
-        if optimizer is not None and not isinstance(optimizer, OPTIMIZER_TYPES):
-            raise SpecError(f"optimizer must be tp.SGD(...), tp.Adam(...) or None, got "
-                            f"{optimizer!r}")
+        if optimizer is not None and not isinstance(optimizer, Optimizer):
+            raise SpecError(f"optimizer must be {names()} or None, got {optimizer!r}")
         get_loss(loss)
         X = as_matrix(X, "X")
         B = check_int(batch_size, "batch_size")

@@ -1,6 +1,6 @@
-"""The deep Monte Carlo engine: replicated runs of :class:`~.montecarlo.DeepRun`, or of
-the Adam run of adam.py, with the options and memory checked first (docs/theory.md §4,
-§10.6)."""
+"""The deep Monte Carlo engine: replicated runs of :class:`~.montecarlo.DeepRun`, or, for
+an optimizer that is not linear in the gradients (Adam), of the partner-particle run of
+partners.py, with the options and memory checked first (docs/theory.md §4, §10.6)."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,19 +13,18 @@ from ...errors import SpecError
 from ..base import FeatureLearningEngine
 from ..replicates import run_replicates
 from ..result import LimitResult
-from ..sampling import choose_sampler, sampler_count
 from . import history_kernels
-from .adam import bytes_per_particle as adam_bytes
-from .adam import run_adam
 from .montecarlo import DeepRun, RunSpec, qmc_dims
+from .partners import bytes_per_particle as partner_bytes
+from .partners import run_partners
 from .zdot import estimator_class
 
 NAME = "limit/deep_monte_carlo"
 
 
 def _run(spec: RunSpec, rng, on_step) -> LimitResult:
-    if spec.partners:
-        return run_adam(spec, rng, on_step)
+    if not spec.problem.optimizer.linear:
+        return run_partners(spec, rng, on_step)
     return DeepRun(spec, rng).run(on_step)
 
 
@@ -68,8 +67,7 @@ class MonteCarloEngine(FeatureLearningEngine):
         if zdot.name == "tangent" and not problem.optimizer.plain:
             raise SpecError(f"zdot='tangent' follows plain SGD only; with {problem.optimizer} "
                             "use zdot='stein' (the default)")
-        self.sampler = choose_sampler(options.sampler, options.replicates)
-        self.particles = sampler_count(options.particles, self.sampler)
+        self.sampler, self.particles = options.sampler_used, options.particle_count
         partners, debias = self._partners(problem, options)
         self.spec = RunSpec(problem, self.const, self.particles,
                             zdot, options.dtype, options.eval_steps(problem.T),
@@ -88,10 +86,13 @@ class MonteCarloEngine(FeatureLearningEngine):
             self.info.update(partners=partners, debias_partners=debias)
 
     def _partners(self, problem, options):
-        """(M, debias) for Adam (docs/theory.md §10.6); (0, False) otherwise."""
-        if problem.optimizer.kind != "adam":
+        """(M, debias) for an optimizer that is not linear in the gradients (Adam,
+        docs/theory.md §10.6); (0, False) for one that is."""
+        if problem.optimizer.linear:
             if options.partners is not None:
-                raise SpecError("partners= applies to the deep limit of Adam training only")
+                raise SpecError(f"partners= applies to the deep limit of optimizers that are "
+                                f"not linear in the gradients (Adam training only, of those "
+                                f"built); {problem.optimizer} follows a schedule instead")
             return 0, False
         N, debias = self.particles, options.debias_partners
         most = N // 2 if debias else N
@@ -112,7 +113,8 @@ class MonteCarloEngine(FeatureLearningEngine):
         if s.record_stats:
             per += 8 * 2 * L * E                                    # h_0, x_0 of the eval inputs
         if s.partners:
-            per += adam_bytes(L, d, do, s.partners * (2 if s.debias else 1))
+            per += partner_bytes(L, d, do, s.partners * (2 if s.debias else 1),
+                                 len(p.optimizer.rule.slots))
         if s.sampler == "qmc":
             per += 8 * qmc_dims(s)                                  # the Sobol' coordinates
         return per + s.zdot.bytes_per_particle(L, d, do, B, T, E)

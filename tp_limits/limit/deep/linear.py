@@ -24,10 +24,10 @@ seed Z^{δx^L} = α χᵀ Z^{nV}; then Z^U -= η_1 e_1 Σ_i Z^{δh^1_i} ξ_iᵀ 
 Z^{nV} -= η_{L+1} e_V α Σ_i χ_i Z^{x^L_i}, simultaneously.  f̊ = α E[Z^{nV} Z^{x^L}].
 ``decoupled=True`` drops both Ż sums (docs/theory.md §3).
 
-Momentum μ and weight decay (docs/theory.md §10.2): W^l_t = ρ_t W^l_0 −
-Σ_{s<t} C[t, s] γ G_s (spec/optimizer.py ``momentum_schedule``), so the hat and
-Ż part is multiplied by ρ^l_t and the ΔW pair of step s by C^l[t, s]; Z^U and
-Z^{nV} move by the heavy-ball rule.
+Any optimizer linear in the gradients (docs/theory.md §10.2): W^l_t = ρ_t W^l_0 −
+Σ_{s<t} C[t, s] γ G_s (the optimizer's ``schedule``), so the hat and Ż part is
+multiplied by ρ^l_t and the ΔW pair of step s by C^l[t, s]; the coefficients of
+Z^U and Z^{nV} move by the optimizer's rule for one coordinate.
 
 Evaluation hats are kept as primitives too (they feed nothing else), so the
 statistics of h^l_t(ζ) - h^l_0(ζ) use the exact joint law.  No Monte Carlo
@@ -39,7 +39,6 @@ from __future__ import annotations
 import numpy as np
 
 from ...engine.steps import StepLoop, check_size
-from ...spec.optimizer import heavy_ball_step, momentum_schedule
 from ..base import FeatureLearningEngine
 from ..result import LimitResult
 
@@ -94,8 +93,8 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
     pairs = {l: [] for l in range(2, L + 1)}    # ΔW^l pieces: (c_δh^l, c_x^{l-1})
     opt = problem.optimizer
     decay = opt.shrinks(const.decay)
-    sched = {l: momentum_schedule(opt.momentum, decay[l - 1], T) for l in range(2, L + 1)}
-    bufU, bufV = [None] * d, [None] * do
+    sched = {l: opt.schedule(decay[l - 1], T) for l in range(2, L + 1)}
+    stU, stV = [opt.rule.zeros(c) for c in cU], [opt.rule.zeros(c) for c in cV]
 
     def apply_matrix(l, v, own, zdot_family, pairs_in_order, t):
         """Z of W^l v (forward) or W^lᵀ v (backward): new hat + Ż + ΔW sum.
@@ -179,14 +178,14 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
                     new_pairs[l].append((dh, fwd[i][l - 2]))
                     dh = dx
                 dh1.append(dh)
+            scale_u, h_u = opt.coordinate(eta[0], 1.0, decay[0], t + 1)      # α is in δh^1
+            scale_v, h_v = opt.coordinate(eta[L], alpha, decay[L], t + 1)
             for k in range(d):
-                cU[k], bufU[k] = heavy_ball_step(
-                    cU[k], bufU[k], eta[0] * sum(Xb[i, k] * dh1[i] for i in range(B)),
-                    opt.momentum, decay[0])
+                cU[k], stU[k] = opt.rule.apply(
+                    cU[k], scale_u * sum(Xb[i, k] * dh1[i] for i in range(B)), stU[k], h_u)
             for o in range(do):
-                cV[o], bufV[o] = heavy_ball_step(
-                    cV[o], bufV[o], eta[L] * alpha * sum(chi[i, o] * fwd[i][-1] for i in range(B)),
-                    opt.momentum, decay[L])
+                cV[o], stV[o] = opt.rule.apply(
+                    cV[o], scale_v * sum(chi[i, o] * fwd[i][-1] for i in range(B)), stV[o], h_v)
             for l in range(2, L + 1):
                 pairs[l].extend(new_pairs[l])
             evaluate(t + 1)

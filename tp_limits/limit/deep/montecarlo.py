@@ -24,10 +24,12 @@ already computed for the new hat, so Ż and ΔW share one pass over the stored
 **Update** (simultaneous): Z^U −= η_1 e_1 Σ_i δh^1_i ξ_iᵀ,
 Z^{nV} −= η_{L+1} e_V α Σ_i χ_i Z^{x^L_i}; this step's pairs join the ΔW sums.
 
-**Momentum and weight decay** (docs/theory.md §10.2): W^l_t = ρ^l_t W^l_0 −
-Σ_{s<t} C^l[t, s] γ G_s, so the hat and its Ż part are multiplied by ρ^l_t and
+**Momentum and weight decay**, or any optimizer linear in the gradients
+(docs/theory.md §10.2): W^l_t = ρ^l_t W^l_0 − Σ_{s<t} C^l[t, s] γ G_s (the
+optimizer's ``schedule``), so the hat and its Ż part are multiplied by ρ^l_t and
 the ΔW coefficient of a pair from step s by C^l[t, s]; hats stay those of the
-unscaled vectors (W_0 is linear), and Z^U, Z^{nV} move by the heavy-ball rule.
+unscaled vectors (W_0 is linear), and Z^U, Z^{nV} move by the optimizer's rule for
+one coordinate.  Optimizers that are not linear run in partners.py's engine.
 
 Gram matrices and their (ridge-regularized) inverses are cached per family,
 so a step costs a few passes over the histories: time O(N L B T² (B+E)) in
@@ -41,7 +43,6 @@ import numpy as np
 
 from ...engine.backend import get_backend
 from ...engine.steps import StepLoop, check_size
-from ...spec.optimizer import heavy_ball_step, momentum_schedule
 from ..result import LimitResult
 from ..sampling import Draws, SobolPrefix
 from .families import Family
@@ -63,8 +64,8 @@ class RunSpec:
     eval_steps: tuple
     record_stats: bool
     bound: float | None = None     # divergence bound on |f|
-    partners: int = 0              # Adam: partner particles of the ΔW expectations (adam.py)
-    debias: bool = False           # Adam: extrapolate from M and 2M partners
+    partners: int = 0              # optimizers not linear (Adam): partner particles (partners.py)
+    debias: bool = False           # ... extrapolated from M and 2M partners
     backend: str = "numpy"         # array module of the particles ('numpy' or 'cupy')
     random: str = "backend"        # sampling.Draws: the backend's generator, or the host's
     sampler: str = "antithetic"    # sampling.SAMPLERS: how the Gaussians of the run are drawn
@@ -119,12 +120,15 @@ class DeepRun:
         q, r = divmod(N, GROUPS)
         self.groups = ((0, r * (q + 1), r, q + 1), (r * (q + 1), N, GROUPS - r, q))
         self.init = []          # (h^l_0, x^l_0) on the eval inputs, kept only for statistics
-        opt = p.optimizer
-        self.momentum, self.plain = opt.momentum, opt.plain
+        self.opt = opt = p.optimizer
+        self.plain = opt.plain
         self.decay = opt.shrinks(c.decay)
-        self.sched = {l: momentum_schedule(opt.momentum, self.decay[l - 1], p.T)
+        # (ρ, C) per hidden matrix; an optimizer that is not linear has no C (partners.py)
+        self.sched = {l: (opt.schedule(self.decay[l - 1], p.T) if opt.linear
+                          else (opt.init_factor(self.decay[l - 1], p.T), None))
                       for l in range(2, L + 1)}
-        self.bufU = self.bufV = None
+        self.stU, self.stV = opt.rule.zeros(self.ZU), opt.rule.zeros(self.ZV)
+        self.updates = 0                      # updates so far
         self.res = LimitResult.empty(p.T, p.E, p.B, do, L if spec.record_stats else None)
         self.evaluated = set()
         self.eval_X = xp.asarray(p.eval_inputs)
@@ -153,7 +157,7 @@ class DeepRun:
         is stored, so the Ż and ΔW terms are added to a copy, in place)."""
         return hat.copy() if self.plain else self.sched[l][0][t] * hat
 
-    # -- hooks of optimizers whose ΔW is not a sum over stored pairs (adam.py) ------------
+    # -- hooks of optimizers whose ΔW is not a sum over stored pairs (partners.py) --------
     def delta_w_forward(self, l, x, stored: int):
         """An extra (m, N) term of Z^{W^l_t x} beyond hat, Ż and the pair sums (None); the
         first ``stored`` rows of x are this step's training items."""
@@ -237,14 +241,15 @@ class DeepRun:
 
     def update(self, Xb, dh1, t_dh1, xL, t_xL, chi) -> None:
         """Z^U −= η_1 Σ_i δh^1_i ξ_iᵀ and Z^{nV} −= η_{L+1} α Σ_i x^L_i χ_iᵀ, simultaneously
-        (through the heavy-ball rule under momentum or weight decay)."""
-        L = self.L
+        (through the optimizer's rule for one coordinate: the heavy ball under momentum or
+        weight decay)."""
+        L, opt = self.L, self.opt
+        self.updates += 1
         self.zdot.update(self.eta[0], Xb, t_dh1, self.eta[L], self.alpha, chi, t_xL)
-        ZU_new, self.bufU = heavy_ball_step(self.ZU, self.bufU, self.eta[0] * dh1.T @ Xb,
-                                            self.momentum, self.decay[0])
-        self.ZV, self.bufV = heavy_ball_step(self.ZV, self.bufV,
-                                             self.eta[L] * self.alpha * xL.T @ chi,
-                                             self.momentum, self.decay[L])
+        scale_u, h_u = opt.coordinate(self.eta[0], 1.0, self.decay[0], self.updates)
+        scale_v, h_v = opt.coordinate(self.eta[L], self.alpha, self.decay[L], self.updates)
+        ZU_new, self.stU = opt.rule.apply(self.ZU, scale_u * dh1.T @ Xb, self.stU, h_u)
+        self.ZV, self.stV = opt.rule.apply(self.ZV, scale_v * xL.T @ chi, self.stV, h_v)
         self.ZU = ZU_new
         for l in range(2, L + 1):
             self.npairs[l] += len(Xb)

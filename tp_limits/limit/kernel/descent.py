@@ -6,11 +6,14 @@ the distinct new evaluation inputs),
     f̊_{t+1}(Z) = f̊_t(Z) - η K(Z, ξ_{t,·}) χ_t,    χ_{t,i} = ∇ℓ(f̊_t(ξ_{t,i}), y_{t,i}) / B,
 
 with K the parametrization's limiting kernel (kernels.ntk); K = 0 in the
-trivial regime (f̊_t = f̊_0).  With momentum μ the weights' heavy-ball
-recursion becomes the same recursion on f̊ (the kernel is frozen, so f̊ is
-linear in the weights' change, docs/theory.md §10.4):
+trivial regime (f̊_t = f̊_0).  The kernel is frozen, so f̊ is linear in the
+weights' change and moves by the optimizer's own rule for one coordinate, with the
+increment η K(Z, ξ_{t,·}) χ_t in place of its gradient step: under momentum μ,
 
-    ΔF_t = μ ΔF_{t−1} + η K(Z, ξ_{t,·}) χ_t,     f̊_{t+1}(Z) = f̊_t(Z) − ΔF_t.  The initial function f̊_0 is
+    ΔF_t = μ ΔF_{t−1} + η K(Z, ξ_{t,·}) χ_t,     f̊_{t+1}(Z) = f̊_t(Z) − ΔF_t
+
+(docs/theory.md §10.4; optimizers that are not linear in the gradients, and
+weight decay, are refused when the engine is selected).  The initial function f̊_0 is
 
 * ``"sample"``: when p = 1/2, ``samples`` independent draws from the NNGP
   N(0, α² σ_{L+1}² V^L ⊗ I) on Z (the limit is then random; the trajectory
@@ -27,7 +30,6 @@ import numpy as np
 
 from ...engine.steps import StepLoop, check_size
 from ...errors import SpecError
-from ...spec.optimizer import heavy_ball_step
 from ..base import Engine
 from ..result import LimitResult
 from .kernels import nngp, ntk
@@ -97,7 +99,8 @@ class KernelEngine(Engine):
         f_train = np.zeros((S, T, B, do))
         losses = np.zeros((S, T))
         f_eval[:, 0] = F[:, eval_idx]
-        momentum, buf = p.optimizer.momentum, None
+        opt = p.optimizer
+        state = opt.rule.zeros(F)
         loop = StepLoop(T, on_step)
         with loop:
             for t in loop:
@@ -107,9 +110,9 @@ class KernelEngine(Engine):
                 f_train[:, t] = fb
                 losses[:, t] = [np.mean(p.loss.value(fb[s], Yb, np)) for s in range(S)]
                 chi = np.stack([p.loss.grad(fb[s], Yb, np) for s in range(S)]) / B
-                F, buf = heavy_ball_step(F, buf, p.routine.lr * np.einsum("zi,sio->szo",
-                                                                           K[:, idx], chi),
-                                         momentum, 0.0)
+                scale, h = opt.coordinate(p.routine.lr, 1.0, 0.0, t + 1)
+                F, state = opt.rule.apply(
+                    F, scale * np.einsum("zi,sio->szo", K[:, idx], chi), state, h)
                 check_size(F, t + 1, None, "output f", self.options.divergence_bound)
                 if t + 1 in eval_steps:
                     f_eval[:, t + 1] = F[:, eval_idx]

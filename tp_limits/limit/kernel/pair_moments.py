@@ -1,17 +1,11 @@
 """Pair moments V = E[φ(u) φ(v)] and V̇ = E[φ′(u) φ′(v)] of a centred Gaussian pair
 (docs/theory.md §5.3), as functions of the variances a, b and the covariance c.
 
-Closed forms:
-
-* relu: s = √(ab), θ = arccos(c/s): V = s (sin θ + (π - θ) cos θ) / (2π),
-  V̇ = (π - θ) / (2π);
-* erf:  V = (2/π) arcsin(2c / √((1+2a)(1+2b))),
-  V̇ = (4/π) / √((1+2a)(1+2b) - 4c²);
-* id:   V = c, V̇ = 1;
-* otherwise (tanh, gelu, sigmoid, softplus): nested one-dimensional Gaussian
-  integrals, each cut into pieces at the breakpoints of the Gaussian weight and
-  of φ's own features and integrated by Gauss–Legendre on every piece, so the
-  accuracy does not depend on the scale of the inputs (docs/theory.md §5.3).
+A nonlinearity's closed form where it has one (relu, erf, id: the
+``gaussian_moments`` of its registry entry), otherwise nested one-dimensional
+Gaussian integrals, each cut into pieces at the breakpoints of the Gaussian weight
+and of φ's own features and integrated by Gauss–Legendre on every piece, so the
+accuracy does not depend on the scale of the inputs (docs/theory.md §5.3).
 """
 from __future__ import annotations
 
@@ -28,27 +22,6 @@ Z_BREAKS = np.array([-10.0, -7.0, -5.0, -3.5, -2.0, -1.0, 0.0, 1.0, 2.0, 3.5, 5.
 ARG_BREAKS = np.array([-32.0, -8.0, -3.0, -1.0, 0.0, 1.0, 3.0, 8.0, 32.0])
 #: Pairs integrated at once: bounds the (pairs, nodes, nodes) temporaries (~65 MB each).
 PAIRS_PER_CHUNK = 64
-
-
-def _relu(a, b, c):
-    s = np.sqrt(a * b)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        cos = np.where(s > 0, np.clip(c / np.where(s > 0, s, 1.0), -1.0, 1.0), 1.0)
-    th = np.arccos(cos)
-    V = s * (np.sin(th) + (np.pi - th) * cos) / (2 * np.pi)
-    Vd = np.where(s > 0, (np.pi - th) / (2 * np.pi), 0.0)   # φ′(0) = 0
-    return V, Vd
-
-
-def _erf(a, b, c):
-    q = (1 + 2 * a) * (1 + 2 * b)
-    V = (2 / np.pi) * np.arcsin(np.clip(2 * c / np.sqrt(q), -1.0, 1.0))
-    Vd = (4 / np.pi) / np.sqrt(q - 4 * c * c)
-    return V, Vd
-
-
-def _identity(a, b, c):
-    return np.array(c, float), np.ones_like(c, dtype=float)
 
 
 def gaussian_rule(mu, s, k: int = NODES_PER_PIECE):
@@ -112,9 +85,6 @@ def _numerical(phi_name):
     return pair_moments
 
 
-CLOSED_FORMS = {"relu": _relu, "erf": _erf, "id": _identity}
-
-
 def moments(phi: str):
-    """(a, b, c) -> (V, V̇) for φ: a closed form when there is one, else quadrature."""
-    return CLOSED_FORMS.get(phi) or _numerical(phi)
+    """(a, b, c) -> (V, V̇) for φ: its closed form when it has one, else quadrature."""
+    return get_nonlinearity(phi).gaussian_moments or _numerical(phi)

@@ -6,14 +6,15 @@ switched learning rates, so that
 
     f̊(ξ) = α E[Z^{nV} φ(Z^U ξ)],   χ_{t,i} = ∇ℓ(f̊_t(ξ_{t,i}), y_{t,i}) / B,
 
-and each sweep moves Z^U by α η_1 e_1 and Z^{nV} by α η_2 e_V (sweep.py).
-Three engines share this description:
+and each sweep moves Z^U and Z^{nV} by the optimizer's rule fed α η_1 e_1 and
+α η_2 e_V times their gradient sums under SGD (contract.py).  Three engines share
+this description:
 
 * :class:`ParticleEngine` with ``method="monte_carlo"``: N antithetic
-  particles through the fused kernel of sweep.py (or its NumPy twin,
-  ``kernel="numpy"``; on a GPU, ``backend="cupy"``, the CUDA kernel of
-  sweep_cuda.py); standard errors from batch means over particle
-  blocks, or from independent replicates when replicates > 1;
+  particles through one of the sweeps of sweeps.py — the fused kernel of
+  sweep.py, its NumPy twin (``kernel="numpy"``), or on a GPU (``backend="cupy"``)
+  the CUDA kernel of sweep_cuda.py; standard errors from batch means over
+  particle blocks, or from independent replicates when replicates > 1;
 * :class:`ParticleEngine` with ``method="quadrature"``: tensor Gauss–Hermite
   nodes (d + d_out <= 3), run twice (k and ~3k/4 nodes per coordinate); the
   difference is reported as the error estimate;
@@ -33,23 +34,16 @@ from ...errors import DivergenceError, SpecError
 from ..base import FeatureLearningEngine
 from ..replicates import run_replicates
 from ..result import LimitResult
-from ..sampling import Draws, choose_sampler, sampler_count
+from ..sampling import Draws
+from .blocks import MIN_BLOCK, block_size
 from .columns import STAT_FIELDS, SweepColumns, n_columns
+from .contract import SweepData, sweep_args
 from .linear import linear_one_hidden
 from .particles import MAX_NODES, quadrature_particles, random_particles
-from .state import ParticleOptimizer, state_rows
-from .sweep import (
-    MIN_BLOCK,
-    block_size,
-    cache_pays,
-    cache_planes,
-    phi_tag,
-    sweep,
-    warm_up,
-)
-from .sweep_cuda import MAX_D, sweep_cuda
+from .phi import cache_pays, cache_planes
+from .sweep_cuda import MAX_D
 from .sweep_cuda import fits as fits_cuda
-from .sweep_numpy import sweep_numpy
+from .sweeps import make_sweep
 
 NAME = "limit/one_hidden"
 
@@ -102,7 +96,7 @@ class ParticleEngine(FeatureLearningEngine):
         self.stats = options.record_stats
         self.cols_K = n_columns(problem.B, problem.E, net.d_out, self.stats)
         per = bytes_per_particle(net.d_in, net.d_out, options.dtype, self.stats, self.cols_K,
-                                 state_rows(problem.optimizer))
+                                 len(problem.optimizer.rule.slots))
         if self.method == "quadrature":
             dims = net.d_in + (net.d_out if self.const.readout_init else 0)
             if dims > 3:
@@ -118,9 +112,7 @@ class ParticleEngine(FeatureLearningEngine):
             self.info = {"kernel": self.kernel, "particles": self.particles,
                          "nodes_per_coordinate": self.nodes}
         else:
-            self.sampler = choose_sampler(options.sampler, options.replicates)
-            self.particles = sampler_count(options.particles, self.sampler,
-                                           self.const.readout_init)
+            self.sampler, self.particles = options.sampler_used, options.particle_count
             at_once = min(options.workers, options.replicates)     # replicates held at once
             require_particles(self.particles, per * at_once, "the particles"
                               + (f" in {at_once} worker processes" if at_once > 1 else ""),
@@ -183,43 +175,12 @@ class ParticleEngine(FeatureLearningEngine):
                 f"at pre-activation scale σ_1·max|ξ| = {s:.3g}: it needs {needed}; {fix}, "
                 "or use method='monte_carlo' (exact in law at any scale)")
 
-    def _sweep_function(self):
-        """``f(U, V, w, U0, Xb, chi, step_u, step_v, Xn, Xs, stats, block, nb, SU, SV, hp,
-        cache, cached)`` -> the host (nb, K) block sums: the Numba kernel, or the
-        whole-array twin on the run's backend (NumPy, or CuPy on a GPU); ``cache`` is
-        the (cache_planes(φ), B, N) φ cache or None (sweep.py)."""
-        phi, b = self.problem.net.phi, self.b
-        if self.kernel == "numba":
-            tag = phi_tag(phi)
-            none = np.zeros((2, 0, 1))
-
-            def numba_sweep(U, V, w, U0, Xb, chi, su, sv, Xn, Xs, stats, block, nb, SU, SV, hp,
-                            cache, cached):
-                out = np.zeros((nb, n_columns(len(Xn), len(Xs), V.shape[0], stats)))
-                sweep(U, V, w, U0, tag, Xb, chi, su, sv, Xn, Xs, stats, block, out, SU, SV, hp,
-                      none if cache is None else cache, cached)
-                return out
-            return numba_sweep
-
-        if self.kernel == "cuda":
-            def cuda_sweep(U, V, w, U0, Xb, chi, su, sv, Xn, Xs, stats, block, nb, SU, SV, hp,
-                           cache, cached):
-                return b.to_numpy(sweep_cuda(U, V, w, U0, phi, Xb, chi, su, sv, Xn, Xs, stats,
-                                             block, SU, SV, hp, b))
-            return cuda_sweep
-
-        def array_sweep(U, V, w, U0, Xb, chi, su, sv, Xn, Xs, stats, block, nb, SU, SV, hp,
-                        cache, cached):
-            return b.to_numpy(sweep_numpy(U, V, w, U0, phi, Xb, chi, su, sv, Xn, Xs, stats,
-                                          block, SU, SV, hp, b, cache, cached))
-        return array_sweep
-
     def run(self, on_step) -> LimitResult:
         p, o, c = self.problem, self.options, self.const
         d, do = p.net.d_in, p.net.d_out
         if self.kernel == "numba":
             with compile_notice(f"the one-hidden-layer particle kernel for {p.net.phi}"):
-                warm_up(phi_tag(p.net.phi), o.dtype)
+                make_sweep(self.kernel, self.b).warm_up(p.net.phi, p.optimizer, o.dtype)
         if self.method == "quadrature":
             runs = []
             for nodes in (self.nodes, self.coarse):
@@ -275,9 +236,14 @@ class ParticleEngine(FeatureLearningEngine):
             U0[...] = U
         Xe = xp.array(p.eval_inputs)                     # writable: one kernel signature
         empty_x, empty_chi = xp.zeros((0, d)), xp.zeros((0, do))
-        alpha = self.const.alpha
-        state = ParticleOptimizer(p.optimizer, self.const, d, do, N, U.dtype, b.zeros_aligned)
-        run_sweep = self._sweep_function()
+        c, opt = self.const, p.optimizer
+        alpha = c.alpha
+        # the optimizer's state beside the particles: slot s of row r is row s·rows + r
+        k = len(opt.rule.slots)
+        SU = b.zeros_aligned((k * d, N if k else 1), U.dtype)
+        SV = b.zeros_aligned((k * do, N if k else 1), U.dtype)
+        decay_u, decay_v = opt.shrinks(c.decay)
+        run_sweep = make_sweep(self.kernel, b)
         # φ (and φ′ unless it follows from φ) of the next batch, kept by each sweep for
         # the next one's update
         cache = (b.zeros_aligned((cache_planes(p.net.phi), B, N), np.float64) if self.cache_phi
@@ -287,11 +253,14 @@ class ParticleEngine(FeatureLearningEngine):
         def do_sweep(t_after, Xb, chi, Xn):
             """Sweep producing the state after ``t_after`` updates; store its evaluations."""
             evaluate = t_after in eval_steps
-            step_u, step_v, hp = state.step(t_after)
+            update = max(t_after, 1)               # t_after = 0: no batch, nothing moves
+            scale_u, h_u = opt.coordinate(c.eta[0], alpha, decay_u, update)
+            scale_v, h_v = opt.coordinate(c.eta[1], alpha, decay_v, update)
             Xs = Xe if evaluate else empty_x
             cols = SweepColumns(len(Xn), len(Xs), do, self.stats and evaluate)
-            out = run_sweep(U, V, w, U0, Xb, chi, step_u, step_v, Xn, Xs, cols.stats, block, nb,
-                            state.SU, state.SV, hp, cache, cache is not None and t_after > 0)
+            data = SweepData(U, V, w, U0, Xb, chi, scale_u, scale_v, Xn, Xs, cols.stats, block,
+                             SU, SV, cache, cache is not None and t_after > 0)
+            out = run_sweep(sweep_args(data, opt, h_u, h_v, p.net.phi, xp))
             tot = out.sum(axis=0)
             check_size(alpha * tot[: (cols.Bn + cols.E) * do], t_after, None, "output f",
                        o.divergence_bound)

@@ -12,11 +12,11 @@ and the switches e_1, e_V of §5.1, the simultaneous updates are
     A -= α η_1 e_1 Gᵀ C,   B -= α η_1 e_1 Gᵀ D,
     C -= α η_2 e_V G A,    D -= α η_2 e_V G B,
 
-and f̊_t(ζ) = α M_t ζ with M_t = C_t A_tᵀ + D_t B_tᵀ.  With momentum μ and weight
-decay (docs/theory.md §10.2) each of A, B, C, D moves by the heavy-ball rule
-(spec/optimizer.py ``heavy_ball_step``) with the increments above, and with
-δ_1 = η_1 λ for A, B and δ_2 = η_2 λ for C, D: every particle stays linear in (z, ω).  No Monte Carlo, any
-d, d_out and batch size.  Second moments give the statistics exactly:
+and f̊_t(ζ) = α M_t ζ with M_t = C_t A_tᵀ + D_t B_tᵀ.  Under any optimizer linear
+in the gradients (docs/theory.md §10.2) each of A, B, C, D moves by the optimizer's
+rule for one coordinate with the increments above (heavy ball: m ← (μ m + inc) + δ Z,
+Z ← Z − m), δ_1 = η_1 λ for A, B and δ_2 = η_2 λ for C, D: every particle stays
+linear in (z, ω).  No Monte Carlo, any d, d_out and batch size.  Second moments give the statistics exactly:
 E[(Z^U ζ)²] = ζᵀ(AAᵀ + BBᵀ)ζ and the change uses A - A_0 in place of A.
 """
 from __future__ import annotations
@@ -25,7 +25,6 @@ import numpy as np
 
 from ...engine.steps import StepLoop, check_size
 from ...errors import DivergenceError
-from ...spec.optimizer import heavy_ball_step
 from ..result import LimitResult
 
 
@@ -38,13 +37,12 @@ def linear_one_hidden(problem, const, eval_steps, on_step=None, bound=None) -> L
     d, d_out, T, B = problem.net.d_in, problem.net.d_out, problem.T, problem.B
     sigma_u, sigma_v = const.sigma
     alpha = const.alpha
-    step_u, step_v = alpha * const.eta[0], alpha * const.eta[1]
     A, Bm = sigma_u * np.eye(d), np.zeros((d, d_out))
     C, D = np.zeros((d_out, d)), (sigma_v if const.readout_init else 0.0) * np.eye(d_out)
     A0 = A.copy()
     opt = problem.optimizer
-    mu, (d_u, d_v) = opt.momentum, opt.shrinks(const.decay)
-    bufs = [None] * 4
+    d_u, d_v = opt.shrinks(const.decay)
+    states = [opt.rule.zeros(Z) for Z in (A, Bm, C, D)]
     Xe = problem.eval_inputs
     res = LimitResult.empty(T, problem.E, B, d_out, L=1)
     mom = res.moments
@@ -72,10 +70,12 @@ def linear_one_hidden(problem, const, eval_steps, on_step=None, bound=None) -> L
             res.loss[t] = float(np.mean(problem.loss.value(f, Yb, np)))
             chi = problem.loss.grad(f, Yb, np) / B
             G = chi.T @ Xb                                   # (d_out, d)
+            step_u, h_u = opt.coordinate(const.eta[0], alpha, d_u, t + 1)
+            step_v, h_v = opt.coordinate(const.eta[1], alpha, d_v, t + 1)
             incs = (step_u * G.T @ C, step_u * G.T @ D, step_v * G @ A, step_v * G @ Bm)
-            moved = [heavy_ball_step(Z, b, inc, mu, dec) for Z, b, inc, dec in
-                     zip((A, Bm, C, D), bufs, incs, (d_u, d_u, d_v, d_v))]
-            (A, Bm, C, D), bufs = zip(*moved)
+            moved = [opt.rule.apply(Z, inc, st, h) for Z, inc, st, h in
+                     zip((A, Bm, C, D), incs, states, (h_u, h_u, h_v, h_v))]
+            (A, Bm, C, D), states = zip(*moved)
             if not np.all(np.isfinite(C @ A.T + D @ Bm.T)):
                 raise DivergenceError(t + 1, None, "output f")
             record(t + 1)

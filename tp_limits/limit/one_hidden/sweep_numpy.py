@@ -1,19 +1,22 @@
-"""Plain vectorized twin of the fused kernel in sweep.py, on any array backend.
+"""Plain vectorized twin of the fused kernel of sweep.py, on any array backend.
 
-Same inputs, same outputs (per-block sums, same columns, see columns.py), written as
-whole-array expressions over all particles.  It is the reference the tests
-check the Numba kernel against, the baseline of the benchmark, a fallback
-(``kernel="numpy"``) where Numba is unwanted, and, given a CuPy backend
-(``b``), the sweep of the one-hidden-layer limit on a GPU: the particles,
-batch and χ are then device arrays, and so are the block sums returned.
+Same record (contract.SweepArgs), same outputs (per-block sums, same columns,
+columns.py), written as whole-array expressions over all particles.  It is the
+reference the tests check the Numba kernel against, the baseline of the benchmark,
+a fallback (``kernel="numpy"``) where Numba is unwanted, and, given a CuPy backend
+(``b``), a sweep of the one-hidden-layer limit on a GPU: the particles, batch and χ
+are then device arrays, and so are the block sums returned.  φ and the optimizer's
+rule come from their registries: the array forms of the nonlinearity, and the
+rule's scalar step applied to whole arrays.
 """
 from __future__ import annotations
 
 from ...engine.backend import numpy_backend
-from ...nonlinearities import get_nonlinearity
-from .state import HP
+from ...nonlinearities import NONLINEARITIES
+from ...spec.optimizers.base import rule_of_code
 
 _NP = numpy_backend()
+_ENTRIES = tuple(NONLINEARITIES.values())
 
 
 def _block_sums(values, block: int, xp):
@@ -26,57 +29,46 @@ def _block_sums(values, block: int, xp):
     return sums.T
 
 
-def sweep_numpy(U, V, w, U0, phi: str, Xb, chi, step_u, step_v, Xn, Xe, stats: bool,
-                block: int, SU=None, SV=None, hp=None, b=_NP, cache=None, cached=False):
-    """Update U, V in place with the batch (Xb, chi), then return the block sums.
+def _move(rule, Z, S, inc, h):
+    """Z (and its state rows S, slot s of row r at s·rows + r) moved in place by the rule
+    fed ``inc``."""
+    if rule.plain:
+        Z -= inc
+        return
+    R = Z.shape[0]
+    state = tuple(S[s * R:(s + 1) * R] for s in range(len(rule.slots)))
+    z, new = rule.apply(Z, inc, state, h)
+    Z[...] = z
+    for old, value in zip(state, new):
+        old[...] = value
 
-    ``SU``, ``SV``, ``hp`` as in sweep.py: heavy-ball buffers (k = 1) or Adam moments
-    (k = 2), updated in place; None (or k = 0) is plain SGD.  ``b``: the backend of
-    the arrays (``hp`` and ``w`` stay host arrays).  ``cache`` (planes, B', N) and
-    ``cached`` as in sweep.py: φ of the next batch is kept there (and φ′ when it
-    does not follow from φ, planes = 2), and with ``cached`` the update reads those
-    of its own batch.
-    """
-    nl, xp = get_nonlinearity(phi), b.xp
+
+def sweep_numpy(args, b=_NP):
+    """Update the particles (and the optimizer's state) of the sweep ``args``
+    (contract.SweepArgs) in place with its batch, then return the (nb, K) block sums.
+    ``b``: the backend of the arrays (the weights and the hyperparameters stay on the
+    host)."""
+    a = args.data
+    nl, rule, xp = _ENTRIES[len(args.phi) - 1], rule_of_code(len(args.rule) - 1), b.xp
+    U, V, w, Xb, chi, Xn, Xe, cache = a.U, a.V, a.w, a.Xb, a.chi, a.Xn, a.Xe, a.cache
     d, N = U.shape
-    nb = (N + block - 1) // block
-    mode = 0 if SU is None else SU.shape[0]
+    nb = (N + a.block - 1) // a.block
     if len(Xb):
         S = chi @ V                                  # (B, N): χ_iᵀ Z^{nV}
-        if cached:
+        if a.cached:
             P = cache[0][:len(Xb)]
-            Dv = (nl.dphi_of_value(P, b) if cache.shape[0] == 1 else cache[1][:len(Xb)])
+            Dv = (nl.dphi_of_value(P) if cache.shape[0] == 1 else cache[1][:len(Xb)])
         else:
             H = Xb @ U                               # (B, N)
             P, Dv = nl.phi(H, b), nl.dphi(H, b)
         G = S * Dv
-        if mode == 0:
-            if step_u != 0.0:
-                U -= step_u * (Xb.T @ G)
-            if step_v != 0.0:
-                V -= step_v * (chi.T @ P)
-        else:
-            h = dict(zip(HP, hp))
-            for Z, St, inc, shrink, lr in ((U, SU, step_u * (Xb.T @ G), h["decay_u"], h["lr_u"]),
-                                          (V, SV, step_v * (chi.T @ P), h["decay_v"], h["lr_v"])):
-                if mode == 1:                        # M ← μ M + δ Z + increment, Z ← Z − M
-                    St[0] *= h["momentum"]
-                    St[0] += shrink * Z + inc
-                    Z -= St[0]
-                    continue
-                b1, b2 = h["beta1"], h["beta2"]      # Adam on the gradient ĝ = inc
-                St[0] *= b1
-                St[0] += (1 - b1) * inc
-                St[1] *= b2
-                St[1] += (1 - b2) * inc * inc
-                den = xp.sqrt(St[1] / h["bias2"]) + h["eps"]
-                # 0/0 (ε = 0, no gradient yet) is a zero step
-                psi = xp.where(den > 0, (St[0] / h["bias1"]) / xp.where(den > 0, den, 1.0), 0.0)
-                Z *= 1 - shrink
-                Z -= lr * psi
+        if a.scale_u != 0.0 or not rule.plain:          # a rule with state moves anyway
+            _move(rule, U, a.SU, a.scale_u * (Xb.T @ G), args.hyper_u)
+        if a.scale_v != 0.0 or not rule.plain:
+            _move(rule, V, a.SV, a.scale_v * (chi.T @ P), args.hyper_v)
     ww = xp.asarray(w) if len(w) == N else xp.full(N, float(w[0]))
     cols = []
-    keep = cache is not None and cache.shape[1] >= len(Xn) > 0
+    keep = cache.shape[1] >= len(Xn) > 0
     for X in (Xn, Xe):
         if len(X):
             H = X @ U
@@ -87,11 +79,12 @@ def sweep_numpy(U, V, w, U0, phi: str, Xb, chi, step_u, step_v, Xn, Xe, stats: b
                     cache[1][:len(X)] = nl.dphi(H, b)
             Ph = Ph * ww
             cols.append((Ph[:, None, :] * V[None, :, :]).reshape(-1, N))
-    if stats and len(Xe):
-        H, H0 = Xe @ U, Xe @ U0
+    if a.stats and len(Xe):
+        H, H0 = Xe @ U, Xe @ a.U0
         Xv, X0 = nl.phi(H, b), nl.phi(H0, b)
         cols += [ww * H * H, ww * (H - H0) ** 2, ww * Xv * Xv, ww * (Xv - X0) ** 2,
                  (ww * Xv[:, None, :] * Xv[None, :, :]).reshape(-1, N)]
     if not cols:
         return xp.zeros((nb, 0))
-    return _block_sums(xp.concatenate(cols, axis=0), block, xp)
+    return _block_sums(xp.concatenate(cols, axis=0), a.block, xp)
+

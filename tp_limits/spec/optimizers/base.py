@@ -1,0 +1,244 @@
+"""The optimizer protocol: what every engine asks of an optimizer (docs/theory.md §10).
+
+An optimizer is a frozen dataclass of width-free hyperparameters, each declared
+with :func:`hyperparameter` (its check, its one-line doc and its experiment-file
+key), that fills this protocol in one module (sgd.py, adam.py):
+
+* ``name`` — its name in routines and experiment files; ``exponents`` — the width
+  rule of the classifier it follows (abc/update_rules.py): a parametrization built
+  for another rule is refused;
+* traits the engines branch on, never on the name: ``plain`` (the update is −γ∇,
+  no state), ``linear`` (a linear filter of the gradients: momentum schedules,
+  exact engines, kernel regime);
+* ``rule`` — a :class:`CoordinateRule`: how one coordinate moves (a particle's
+  Z^U, Z^{nV} entries, an exact engine's coefficient, a kernel-regime value),
+  written once as a scalar function that Numba inlines, NumPy applies to arrays
+  and the CUDA source is generated from; :meth:`Optimizer.coordinate` gives its
+  inputs for one step;
+* :meth:`Optimizer.finite_step` — the width-n update of one weight matrix;
+* :meth:`Optimizer.schedule` — for a linear optimizer, the scalar coefficients of
+  W_t = ρ_t W_0 − Σ_s C[t, s] γ G_s that the deep engines use, derived from the
+  rule itself; :meth:`Optimizer.direction` — for one that is not, the entrywise step
+  the deep engine's partner particles apply (docs/theory.md §10.6);
+* :meth:`Optimizer.kernel_refusal` — why the kernel regime cannot follow it, or None.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable, ClassVar
+
+import numpy as np
+
+from ..checks import finite_non_negative
+
+#: kinds of a hyperparameter's experiment-file value (experiment/schema.py checks them)
+TOML_KINDS = ("number", "numbers", "bool")
+
+
+def hyperparameter(default, check: Callable, doc: str, toml: str | None = None,
+                   kind: str = "number"):
+    """A dataclass field of an optimizer: ``check(value, name)`` cleans or refuses a value
+    (spec/checks.py), ``doc`` is its one-line description, ``toml`` its key in an
+    experiment file's [routine] section (default: its name) and ``kind`` the TOML type."""
+    assert kind in TOML_KINDS
+    return dataclasses.field(default=default, metadata={"check": check, "doc": doc,
+                                                         "toml": toml, "kind": kind})
+
+
+def hyperparameters(cls) -> tuple:
+    """The declared hyperparameters of an optimizer class: (field name, TOML key, kind,
+    default, doc), in declaration order."""
+    return tuple((f.name, f.metadata.get("toml") or f.name, f.metadata["kind"], f.default,
+                  f.metadata["doc"]) for f in dataclasses.fields(cls) if "doc" in f.metadata)
+
+
+@dataclass(frozen=True)
+class CoordinateRule:
+    """How one coordinate z moves in one step (docs/theory.md §10.2, §10.5).
+
+    ``step(z, g, *slots, h)`` returns ``(z, *slots)`` after the step; ``g`` is what the
+    optimizer is fed (:meth:`Optimizer.coordinate`: the plain-SGD increment γ∇, or
+    the gradient in the units of Adam's ε), ``slots`` the coordinate's state (named
+    by ``slots``, zero before the first step) and ``h`` the step's hyperparameters, a
+    ``Hyper`` record with the fields ``hyper``.  ``step`` None is the plain rule
+    z ← z − g, which kernels apply where the increment is formed.  ``step`` is
+    written with ``+ - * /``, comparisons and elementwise.py's helpers, so it runs
+    on arrays and scalars alike, inside Numba kernels, and as generated CUDA.
+    ``Hyper`` is a NamedTuple class defined at the top level of the rule's module: its
+    fields are the layout of the hyperparameters, by name in Python and Numba, in this
+    order in the array the CUDA kernel reads (and compiled kernels that take one are
+    cached by it).
+    """
+
+    name: str
+    slots: tuple
+    hyper: tuple
+    step: Callable | None
+    Hyper: type
+
+    @property
+    def plain(self) -> bool:
+        return self.step is None
+
+    def apply(self, z, g, state: tuple, h) -> tuple:
+        """(z', state') for arrays (or numbers) z, g and state (one array per slot)."""
+        if self.step is None:
+            return z - g, state
+        out = self.step(z, g, *state, h)
+        return out[0], tuple(out[1:])
+
+    def zeros(self, like) -> tuple:
+        """A fresh state: one zero array like ``like`` per slot."""
+        return tuple(np.zeros_like(like) for _ in self.slots)
+
+
+#: every coordinate rule by name, in the order they were defined: a rule's position is
+#: its code in the compiled kernels (a kernel is cached on disk per code, so rules are
+#: only ever added at the end)
+RULES: dict = {}
+
+
+def coordinate_rule(name: str, slots: tuple, Hyper: type, step: Callable | None
+                    ) -> CoordinateRule:
+    """Define and register a rule (see :class:`CoordinateRule`)."""
+    if name in RULES:
+        raise ValueError(f"a coordinate rule called {name!r} is already registered")
+    rule = CoordinateRule(name, tuple(slots), tuple(Hyper._fields), step, Hyper)
+    RULES[name] = rule
+    return rule
+
+
+def rule_code(rule: CoordinateRule) -> int:
+    return list(RULES).index(rule.name)
+
+
+def rule_of_code(code: int) -> CoordinateRule:
+    return list(RULES.values())[code]
+
+
+class Optimizer:
+    """Base of the optimizers; subclasses are frozen dataclasses (see the module docstring)."""
+
+    name: ClassVar[str] = ""
+    exponents: ClassVar[str] = ""
+    weight_decay: float = 0.0
+
+    def __post_init__(self):
+        """Every declared hyperparameter through its check."""
+        for f in dataclasses.fields(self):
+            check = f.metadata.get("check")
+            if check is not None:
+                object.__setattr__(self, f.name, check(getattr(self, f.name), f.name))
+
+    # -- traits ----------------------------------------------------------------------------
+    @property
+    def plain(self) -> bool:
+        """The update is −γ∇ itself (no state, no decay)."""
+        return self.rule.plain
+
+    @property
+    def linear(self) -> bool:
+        """The update is a linear filter of the gradients (and of the weights)."""
+        raise NotImplementedError
+
+    @property
+    def rule(self) -> CoordinateRule:
+        raise NotImplementedError
+
+    @property
+    def momentum(self) -> float:
+        """Heavy-ball momentum μ (0 for optimizers without it)."""
+        return 0.0
+
+    def shrinks(self, decay) -> tuple:
+        """δ_l = η_l λ, the per-step shrink of each layer (``decay[l]`` = η_l = η lr_mult_l;
+        docs/theory.md §10.1)."""
+        return tuple(lr * self.weight_decay for lr in decay)
+
+    # -- one coordinate --------------------------------------------------------------------
+    def coordinate(self, lr: float, alpha: float, shrink: float, t: int) -> tuple:
+        """(scale, hyper) for the t-th update (t = 1, 2, ...) of a coordinate with learning
+        rate ``lr`` (η_l e_l), shrink δ and output multiplier ``alpha`` inside its gradient:
+        the rule is fed ``g = scale · Σ`` with Σ the coordinate's raw gradient sum, and
+        ``hyper`` (a ``rule.Hyper``)."""
+        raise NotImplementedError
+
+    # -- the finite network ----------------------------------------------------------------
+    def finite_step(self, W, state: tuple, G, X, const, l: int, t: int, backend) -> None:
+        """Move layer ``l``'s weights W (in place) by the t-th update, for the W-gradient
+        Gᵀ X (G (B, n_out), X (B, n_in)); ``state``: one array like W per rule slot;
+        ``const``: the network's FiniteConstants (docs/theory.md §7.1)."""
+        raise NotImplementedError
+
+    # -- deep hidden matrices ---------------------------------------------------------------
+    def schedule(self, shrink: float, T: int):
+        """(ρ, C): W_t = ρ_t W_0 − Σ_{s<t} C[t, s] γ G_s under this linear optimizer with
+        shrink δ (docs/theory.md §10.2).  ρ (T+1,), C (T+1, T), C[t, s] = 0 for s >= t.
+
+        Derived from the rule: W is linear in (W_0, γG_0, γG_1, ...), so the rule
+        applied to W's coefficient vector w = (ρ_t, −C[t, 0], …) with the step's
+        gradient the unit vector of γG_t moves it exactly as it moves the weights.
+        """
+        if not self.linear:
+            raise TypeError(f"{self} is not linear in the gradients: it has no schedule")
+        w = np.zeros(T + 1)
+        w[0] = 1.0
+        state = self.rule.zeros(w)
+        rho, C = np.ones(T + 1), np.zeros((T + 1, T))
+        for t in range(T):
+            _, h = self.coordinate(1.0, 1.0, shrink, t + 1)
+            g = np.zeros(T + 1)
+            g[1 + t] = 1.0
+            w, state = self.rule.apply(w, g, state, h)
+            rho[t + 1], C[t + 1] = w[0], -w[1:]
+        return rho, C
+
+    def init_factor(self, shrink: float, T: int) -> np.ndarray:
+        """ρ_t, t = 0..T: the factor on W_0 in W_t, which only the decay moves (the rule
+        applied to z = 1 with zero gradients).  For a linear optimizer it is the ρ of
+        :meth:`schedule`."""
+        z, state = np.ones(1), self.rule.zeros(np.ones(1))
+        rho = np.ones(T + 1)
+        for t in range(T):
+            _, h = self.coordinate(1.0, 1.0, shrink, t + 1)
+            z, state = self.rule.apply(z, np.zeros(1), state, h)
+            rho[t + 1] = z[0]
+        return rho
+
+    def direction(self, state: tuple, g, t: int, xp, eps: float | None = None):
+        """The entrywise step ψ of an optimizer that is not linear, after folding the
+        gradient entries ``g`` into ``state`` (updated in place) at its t-th update."""
+        raise TypeError(f"{self} is linear in the gradients: it moves by its schedule")
+
+    def kernel_refusal(self, regime: str) -> str | None:
+        """Why the limit of this optimizer in the kernel (or trivial) regime is not kernel
+        gradient descent, or None when it is (docs/theory.md §10.4)."""
+        if not self.linear:
+            return (f"{self} in the {regime} regime: its update is not linear in the "
+                    "gradients, which makes the limit a nonlinear kernel dynamics, not "
+                    "built (docs/theory.md §10.4); use a feature-learning parametrization "
+                    f"(e.g. tp.mup(L, optimizer={self.exponents!r}))")
+        if self.weight_decay:
+            return (f"weight decay in the {regime} regime: decay shrinks W_0 by a Θ(1) "
+                    "factor, so f leaves its linearization at init and the limit is not "
+                    "kernel gradient descent (docs/theory.md §10.4); use weight_decay=0 "
+                    "(momentum is supported) or a feature-learning parametrization")
+        return None
+
+    def __str__(self):
+        args = ", ".join(f"{name}={_fmt(getattr(self, name))}"
+                         for name, *_ in hyperparameters(type(self)))
+        return f"{type(self).__name__}({args})"
+
+
+def _fmt(v) -> str:
+    if isinstance(v, tuple):
+        return "(" + ", ".join(_fmt(x) for x in v) + ")"
+    return f"{v:g}" if isinstance(v, float) else repr(v)
+
+
+def decay_field():
+    """The weight-decay hyperparameter every optimizer shares (docs/theory.md §10.1)."""
+    return hyperparameter(0.0, finite_non_negative,
+                          "width-free weight decay λ: a shrink of η_l λ per step")
