@@ -227,8 +227,12 @@ class Optimizer:
         return None
 
     def __str__(self):
+        """``SGD(momentum=0.9, weight_decay=0)``: every hyperparameter but a flag left at its
+        default False (so that adding a flag leaves the runs' recorded names as they were)."""
         args = ", ".join(f"{name}={_fmt(getattr(self, name))}"
-                         for name, *_ in hyperparameters(type(self)))
+                         for name, _, kind, default, _ in hyperparameters(type(self))
+                         if not (kind == "bool" and default is False
+                                 and getattr(self, name) is False))
         return f"{type(self).__name__}({args})"
 
 
