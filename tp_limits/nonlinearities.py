@@ -105,6 +105,20 @@ def _sigmoid_d2(x, b):
     return s * (1.0 - s) * (1.0 - 2.0 * s)
 
 
+def _silu(x, b):                               # x σ(x)
+    return x * _sigmoid(x, b)
+
+
+def _silu_d1(x, b):                            # σ (1 + x (1 − σ))
+    s = _sigmoid(x, b)
+    return s * (1.0 + x * (1.0 - s))
+
+
+def _silu_d2(x, b):                            # σ′ (2 + x (1 − 2σ)), σ′ = σ (1 − σ)
+    s = _sigmoid(x, b)
+    return s * (1.0 - s) * (2.0 + x * (1.0 - 2.0 * s))
+
+
 # ---- kernel forms x -> (φ(x), φ′(x)), and φ′ from the value ------------------------
 def _id_kernel(x):
     return x, 1.0
@@ -136,6 +150,11 @@ def _erf_kernel(x):
 def _softplus_kernel(x):
     s = 0.5 * (1.0 + fast_tanh(0.5 * x))
     return max(x, 0.0) + math.log1p(math.exp(-abs(x))), s
+
+
+def _silu_kernel(x):
+    s = 0.5 * (1.0 + fast_tanh(0.5 * x))
+    return x * s, s * (1.0 + x * (1.0 - s))
 
 
 def _id_from_value(p):
@@ -195,6 +214,7 @@ _ENTRIES = (
                  _erf_kernel, gaussian_moments=_erf_moments, odd=True),
     Nonlinearity("softplus", lambda x, b: b.xp.logaddexp(0.0, x), _sigmoid, _sigmoid_d1,
                  _softplus_kernel),
+    Nonlinearity("silu", _silu, _silu_d1, _silu_d2, _silu_kernel),
 )
 
 #: name -> entry, in registry order (an entry's position is its code in compiled kernels)
