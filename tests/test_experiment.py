@@ -274,3 +274,19 @@ def test_sweep_command_writes_the_optima(tmp_path, capsys):
     bad.write_text(plain.read_text() + "[sweep]\nlrs = [0.1, 0.2]\n")
     assert main(["sweep", str(bad), "--check"]) == 2
     assert "at least three" in capsys.readouterr().err
+
+
+def test_optimizer_keys_come_from_the_optimizers_declarations():
+    """[routine] holds each optimizer's declared hyperparameters under their keys (one
+    key for the weight decay they share); a key of another optimizer is refused."""
+    for key in ("momentum", "nesterov", "weight_decay", "adam_betas", "adam_eps"):
+        assert key in SCHEMA["routine"]
+    exp = build(with_(SMALL, "routine", momentum=0.9, nesterov=True, weight_decay=0.01))
+    assert exp.routine.optimizer == tp.SGD(momentum=0.9, nesterov=True, weight_decay=0.01)
+    adam = with_(SMALL, "parametrization", optimizer="adam")
+    exp = build(with_(adam, "routine", adam_betas=[0.8, 0.9], weight_decay=0.1))
+    assert exp.routine.optimizer == tp.Adam(betas=(0.8, 0.9), weight_decay=0.1)
+    with pytest.raises(ExperimentError, match="routine.nesterov is a hyperparameter of sgd"):
+        build(with_(adam, "routine", nesterov=True))
+    with pytest.raises(ExperimentError, match="nesterov must be true or false"):
+        build(with_(SMALL, "routine", nesterov=1))
