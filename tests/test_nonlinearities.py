@@ -68,8 +68,9 @@ def test_silu_kernels_by_quadrature_match_monte_carlo():
 def test_silu_in_the_limit_engines_and_finite_networks():
     """One hidden layer: Monte Carlo (the array twin) against the Gauss–Hermite rule;
     deep (L = 2): the Monte Carlo limit against wide finite networks."""
-    import tp_limits as tp
     from conftest import N8, d1, within_se
+
+    import tp_limits as tp
     one = tp.MLP(tp.mup(1), 2, 1, phi="silu")
     quad = tp.simulate_limit(one, d1(), particles=40 ** 3, method="quadrature", kernel="numpy")
     mc = tp.simulate_limit(one, d1(), particles=2 ** 16, kernel="numpy")

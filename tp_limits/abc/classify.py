@@ -20,8 +20,8 @@ from fractions import Fraction
 
 import sympy
 
+from .exponent_values import fmt
 from .exponents import exponents
-from .parametrization import ABC, fmt
 from .update_rules import update_rule
 
 HALF = Fraction(1, 2)
@@ -102,7 +102,7 @@ class Classification:
     a_{L+1} for the readout), so ε n^{-g_l} is the width-free ε (§10.3).
     """
 
-    parametrization: ABC
+    parametrization: object      # the tp.ABC classified
     p: object
     q: object
     m: object
@@ -204,7 +204,7 @@ class Classification:
         printer.text(str(self))
 
 
-def classify(param: ABC) -> Classification:
+def classify(param) -> Classification:
     """Classify ``param`` exactly (see the module docstring for the theorems)."""
     a, b, c = param._fractions
     L = param.L

@@ -9,78 +9,28 @@ for layers l = 1..L+1 (TP4 indexing: layer L+1 is the readout).
 ``b_{L+1} = oo`` initializes the readout to exactly zero.
 
 :class:`ABC` stores the exponents exactly (SymPy ``Rational`` or expressions
-with free symbols) and is the entry point of the symbolic layer.
+with free symbols) and is the entry point of the symbolic layer: its methods
+(``classify``, ``conditions``, ``shift``, ...) import the modules that compute them
+when called, and those modules take an ABC without importing this one, so the
+layer has no import circle.
 """
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
-from tokenize import TokenError
 from typing import Sequence
 
 import sympy
 
 from ..errors import InvalidParametrizationError, SymbolicParametrizationError
+from .exponent_values import fmt, fmt_tuple, parse_exponent  # noqa: F401  (re-exported)
 from .update_rules import update_rule
 
 #: Deeper networks than this are refused: the exact classification grows with L (about
 #: 1 s at L = 1000) and no engine could simulate them.
 MAX_L = 1000
-_INFINITY_WORDS = {"oo", "inf", "infinity", "+inf", "∞"}
-
-
-def parse_exponent(value, name: str, allow_infinity: bool = False) -> sympy.Expr:
-    """Turn an int, Fraction, exact float, string or SymPy expression into SymPy.
-
-    Strings are parsed exactly (``"-1/2"`` is ``Rational(-1, 2)``, ``"0.5"``
-    is ``1/2``); names in strings become free symbols.
-    """
-    if isinstance(value, bool):
-        raise InvalidParametrizationError(f"{name} = {value!r}: a bool is not an exponent")
-    if isinstance(value, str):
-        text = value.strip()
-        if text.lower() in _INFINITY_WORDS:
-            expr = sympy.oo
-        elif any(op in text for op in ("//", "%", "==", "<", ">", "&", "|", "^")):
-            raise InvalidParametrizationError(
-                f"{name} = {value!r} is not an exponent: use numbers, + - * / ** and names, "
-                "e.g. '1/2' or '-1/2 + c'")
-        else:
-            try:
-                expr = sympy.sympify(text, rational=True)
-            except (sympy.SympifyError, SyntaxError, TypeError, TokenError) as exc:
-                raise InvalidParametrizationError(
-                    f"{name} = {value!r} is not a number or a SymPy expression ({exc})") from None
-    elif isinstance(value, Fraction):
-        expr = sympy.Rational(value.numerator, value.denominator)
-    elif isinstance(value, numbers.Integral):
-        expr = sympy.Integer(int(value))
-    elif isinstance(value, numbers.Real) and not isinstance(value, sympy.Basic):
-        x = float(value)
-        if math.isnan(x):
-            raise InvalidParametrizationError(f"{name} is NaN; exponents must be numbers")
-        expr = sympy.oo if x == math.inf else (
-            -sympy.oo if x == -math.inf else sympy.Rational(repr(x)))
-    elif isinstance(value, sympy.Basic):
-        expr = value
-    else:
-        raise InvalidParametrizationError(
-            f"{name} = {value!r} has type {type(value).__name__}; use an int, a "
-            "string like '-1/2', a Fraction or a SymPy expression")
-    if not isinstance(expr, sympy.Expr) or expr is sympy.nan or expr.has(sympy.nan):
-        raise InvalidParametrizationError(f"{name} = {value!r} is not a real exponent")
-    if expr.is_extended_real is False:
-        raise InvalidParametrizationError(f"{name} = {value!r} is not real")
-    if expr in (sympy.oo, -sympy.oo, sympy.zoo):
-        if not (allow_infinity and expr == sympy.oo):
-            raise InvalidParametrizationError(
-                f"{name} = {value!r}: only b_(L+1) may be +oo (a readout initialized to zero)")
-    return expr
-
-
 def _exponent_tuple(values, name: str, L1: int, infinite_last: bool = False) -> tuple:
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
         try:
@@ -259,16 +209,3 @@ class ABC:
         name = f", name={self.name!r}" if self.name else ""
         return (f"ABC(a={tuple(str(x) for x in self.a)!r}, b={tuple(str(x) for x in self.b)!r}, "
                 f"c={c_txt}, optimizer={self.optimizer!r}{name})")
-
-
-def fmt(x) -> str:
-    """Exact, compact text for an exponent (Fraction, float inf or SymPy)."""
-    if isinstance(x, float) and math.isinf(x):
-        return "oo" if x > 0 else "-oo"
-    if isinstance(x, Fraction):
-        return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
-    return str(x)
-
-
-def fmt_tuple(xs) -> str:
-    return "(" + ", ".join(fmt(x) for x in xs) + ")"

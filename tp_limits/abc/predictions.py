@@ -27,7 +27,6 @@ from fractions import Fraction
 from ..errors import InvalidParametrizationError
 from .classify import _sym
 from .exponents import exponents
-from .parametrization import ABC
 
 HALF = Fraction(1, 2)
 
@@ -40,7 +39,7 @@ ALL_LAYER_QUANTITIES = ("delta_W_x", "spectral_ratio", "frobenius_ratio")
 OUTPUT_QUANTITIES = ("f0", "delta_f", "feature_kernel_change")
 
 
-def predicted_exponents(param: ABC, t: int = 2) -> dict:
+def predicted_exponents(param, t: int = 2) -> dict:
     """Predicted exponents of n for every diagnostic at step ``t`` (t >= 1).
 
     Returns a dict quantity -> tuple of exact SymPy numbers (one per layer;

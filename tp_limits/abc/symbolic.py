@@ -13,12 +13,11 @@ import sympy
 
 from ..errors import InvalidParametrizationError
 from .exponents import exponents
-from .parametrization import ABC
 
 HALF = sympy.Rational(1, 2)
 
 
-def conditions(param: ABC) -> dict:
+def conditions(param) -> dict:
     """Return the conditions of docs/theory.md §1.2 as SymPy booleans.
 
     Keys: the six stability conditions (``input_init``, ``hidden_init``,
@@ -47,7 +46,7 @@ def conditions(param: ABC) -> dict:
     return out
 
 
-def region(param: ABC, *symbols) -> dict:
+def region(param, *symbols) -> dict:
     """Solve stability, nontriviality and the regimes for free symbols.
 
     With one free symbol, each entry is a SymPy ``Set`` of the real values for

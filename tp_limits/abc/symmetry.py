@@ -18,7 +18,7 @@ from typing import Sequence
 import sympy
 
 from ..errors import InvalidParametrizationError
-from .parametrization import ABC, parse_exponent
+from .exponent_values import parse_exponent
 from .update_rules import update_rule
 
 
@@ -31,7 +31,7 @@ def _thetas(theta, L1: int) -> tuple:
     return (parse_exponent(theta, "theta"),) * L1
 
 
-def shift(param: ABC, theta) -> ABC:
+def shift(param, theta):
     """Apply the symmetry with shift theta (a number or one per layer)."""
     th = _thetas(theta, param.L + 1)
     k = update_rule(param.optimizer).a_factor
@@ -39,20 +39,20 @@ def shift(param: ABC, theta) -> ABC:
     # oo - θ stays oo: a zero readout stays zero.
     b = [x - t for x, t in zip(param.b, th)]
     c = [x - k * t for x, t in zip(param.c, th)]
-    return ABC(a, b, c, param.optimizer, param.name)
+    return type(param)(a, b, c, param.optimizer, param.name)
 
 
-def canonical(param: ABC) -> ABC:
+def canonical(param):
     """The representative with a = 0 (shift by θ_l = -a_l)."""
     out = shift(param, [-x for x in param.a])
-    return ABC(out.a, out.b, out.c, out.optimizer,
+    return type(param)(out.a, out.b, out.c, out.optimizer,
                name=f"{param.name} (a=0 form)" if param.name and
                not param.name.endswith("(a=0 form)") else param.name)
 
 
-def equivalent(p: ABC, q: ABC) -> bool:
+def equivalent(p, q) -> bool:
     """True iff p and q lie in the same symmetry orbit (identical training)."""
-    if not isinstance(q, ABC):
+    if not isinstance(q, type(p)):
         raise InvalidParametrizationError(
             f"equivalent() compares two parametrizations (tp.ABC), got {type(q).__name__}")
     if p.L != q.L or p.optimizer != q.optimizer:
