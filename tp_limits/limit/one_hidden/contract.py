@@ -23,6 +23,7 @@ import numpy as np
 
 from .phi import phi_tag
 from .rule import rule_tag
+from .tiling import tiles_for, tiles_tag
 
 
 class SweepData(NamedTuple):
@@ -62,25 +63,31 @@ class SweepData(NamedTuple):
 
 class SweepArgs(NamedTuple):
     """One sweep: its data, and the compile-time choices — the tags of φ (phi.py) and of
-    the optimizer's coordinate rule (rule.py), and the rule's hyperparameter records for
-    Z^U and Z^{nV}.  The compiled kernel takes the five as separate arguments (Numba's
-    parallel loops take tuples only as top-level arguments), in this order."""
+    the optimizer's coordinate rule (rule.py), the rule's hyperparameter records for
+    Z^U and Z^{nV}, and the tag of the pre-activation tiles (tiling.py).  The compiled
+    kernel takes them as separate arguments (Numba's parallel loops take tuples only
+    as top-level arguments), in this order."""
 
     data: SweepData
     phi: tuple
     rule: tuple
     hyper_u: tuple
     hyper_v: tuple
+    tiles: tuple
 
 
 NO_CACHE = (2, 0, 1)          # the shape of the cache argument when there is none
 
 
-def sweep_args(data: SweepData, optimizer, hyper_u, hyper_v, phi: str, xp=np) -> SweepArgs:
+def sweep_args(data: SweepData, optimizer, hyper_u, hyper_v, phi: str, xp=np,
+               tiles: str | None = None) -> SweepArgs:
     """The sweep of ``data`` under φ (a registry name) and ``optimizer``'s coordinate rule
-    with the hyperparameter records of Z^U and Z^{nV}; missing state and cache become
-    the empty arrays the kernels expect (the particles' dtype for the state, float64
-    for the cache), and the numbers get the types the compiled kernel is cached for."""
+    with the hyperparameter records of Z^U and Z^{nV}, with the pre-activation tiles
+    ``tiles`` (None: tiling.tiles_for's choice for this batch and cache; an engine
+    chooses once per run, so that one compiled sweep serves it); missing state and
+    cache become the
+    empty arrays the kernels expect (the particles' dtype for the state, float64 for
+    the cache), and the numbers get the types the compiled kernel is cached for."""
     rule = optimizer.rule
     U, V = data.U, data.V
     SU, SV, cache = data.SU, data.SV, data.cache
@@ -96,4 +103,8 @@ def sweep_args(data: SweepData, optimizer, hyper_u, hyper_v, phi: str, xp=np) ->
     data = data._replace(scale_u=float(data.scale_u), scale_v=float(data.scale_v),
                          stats=bool(data.stats), block=int(data.block), SU=SU, SV=SV,
                          cache=cache, cached=bool(data.cached))
-    return SweepArgs(data, phi_tag(phi), rule_tag(rule), floats(hyper_u), floats(hyper_v))
+    if tiles is None:
+        tiles = tiles_for(U.shape[0], max(data.Xb.shape[0], data.Xn.shape[0]),
+                          cache.shape[1] > 0)
+    return SweepArgs(data, phi_tag(phi), rule_tag(rule), floats(hyper_u), floats(hyper_v),
+                     tiles_tag(tiles))

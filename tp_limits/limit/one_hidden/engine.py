@@ -44,6 +44,7 @@ from .phi import cache_pays, cache_planes
 from .sweep_cuda import MAX_D
 from .sweep_cuda import fits as fits_cuda
 from .sweeps import make_sweep
+from .tiling import tiles_for
 
 NAME = "limit/one_hidden"
 
@@ -122,6 +123,9 @@ class ParticleEngine(FeatureLearningEngine):
             self.info = {"kernel": self.kernel, "particles": self.particles,
                          "sampler": self.sampler}
         self.info["phi_cache"] = self.cache_phi
+        # the pre-activation tiles of the fused kernel, one choice for the run (tiling.py)
+        self.info["tiles"] = (tiles_for(net.d_in, problem.B, self.cache_phi)
+                              if self.kernel == "numba" else None)
 
     def _cache_fits(self, per: float, copies: int = 1) -> bool:
         """Whether the sweeps keep φ (and φ′ where it does not follow from φ) of the next
@@ -260,7 +264,8 @@ class ParticleEngine(FeatureLearningEngine):
             cols = SweepColumns(len(Xn), len(Xs), do, self.stats and evaluate)
             data = SweepData(U, V, w, U0, Xb, chi, scale_u, scale_v, Xn, Xs, cols.stats, block,
                              SU, SV, cache, cache is not None and t_after > 0)
-            out = run_sweep(sweep_args(data, opt, h_u, h_v, p.net.phi, xp))
+            out = run_sweep(sweep_args(data, opt, h_u, h_v, p.net.phi, xp,
+                                       self.info["tiles"] or "plain"))
             tot = out.sum(axis=0)
             check_size(alpha * tot[: (cols.Bn + cols.E) * do], t_after, None, "output f",
                        o.divergence_bound)

@@ -3,9 +3,10 @@
 For each input x_i (the next batch, then the eval inputs) the block adds
 Σ_j w_j Z^{nV}_j φ(Z^U_j x_i) to its row of the sweep's output (columns.py), and,
 with statistics, the eval inputs' second moments.  The pre-activations come from
-register tiles (tiles.py: 16 particles, up to six inputs, the running sums in
-registers), the block in chunks of FORWARD_CHUNK particles whose rows stay in L1;
-from BLAS_MIN_D on, from one BLAS gemm per block.
+tiles of tiling.py (the register tiles of tiles.py — 16 particles, up to six
+inputs, the running sums in registers — or their plain twin), the block in chunks
+of FORWARD_CHUNK particles whose rows stay in L1; from BLAS_MIN_D on, from one BLAS
+gemm per block.
 """
 from __future__ import annotations
 
@@ -14,14 +15,8 @@ from numba import njit
 
 from .blocks import part
 from .phi import dphi_from_value, phi_arrays, phi_dot, phi_values, piecewise_linear
-from .tiles import (
-    MAX_Q,
-    preact_tile,
-    preacts_into,
-    tile_count,
-    tile_size,
-    update_preact_tile,
-)
+from .tiles import MAX_Q
+from .tiling import pre_tile, preacts_into, tile_count, tile_size, update_pre_tile
 
 #: particles per chunk of the forward pass: a tile's pre-activation rows (at most MAX_Q
 #: rows of 2 KB) stay in L1 while φ and the readout sums take them
@@ -29,22 +24,22 @@ FORWARD_CHUNK = 256
 
 
 @njit(fastmath=True, error_model="numpy", cache=True)
-def preacts(Ub, ua, m, X, use_blas):
+def preacts(tiles, Ub, ua, m, X, use_blas):
     """H[i, j] = Ub[:, ua + j] · X[i]: one gemm (Ub is then a copy, ua = 0), or the
-    register tiles of tiles.py."""
+    tiles of tiling.py."""
     n = X.shape[0]
     if use_blas and n > 0:
         return np.dot(X, Ub)
     H = np.empty((n, m))
-    preacts_into(Ub, ua, m, X, H)
+    preacts_into(tiles, Ub, ua, m, X, H)
     return H
 
 
 @njit(fastmath=True, error_model="numpy", cache=True)
-def forward_sums(a, tag, b, X, use_blas, nkeep, acc, Xu, G, ahead):
+def forward_sums(a, tag, tiles, b, X, use_blas, nkeep, acc, Xu, G, ahead):
     """acc[i*d_out + o] += Σ_j w_j V[o, j] φ(U[:, j] · X[i]) over the particles of block b
     (blocks.Block), for each input i, in the sweep ``a`` (contract.SweepData) with the φ
-    of ``tag``.
+    of ``tag`` and the pre-activation ``tiles`` (tiling.py).
 
     The block goes in chunks of FORWARD_CHUNK particles; in each, the inputs
     go in register tiles of up to MAX_Q (tiles.py) whose pre-activation rows
@@ -69,21 +64,22 @@ def forward_sums(a, tag, b, X, use_blas, nkeep, acc, Xu, G, ahead):
     ``ahead`` particles past itself.
     """
     if use_blas:
-        H = preacts(b.U, b.a, b.m, X, True)
+        H = preacts(tiles, b.U, b.a, b.m, X, True)
         _rows_into_sums(tag, a.cache, b, H, X.shape[0], 0, nkeep, acc)
         return
     n = X.shape[0]
-    tiles = tile_count(n)
+    count = tile_count(n)
     H = np.empty((MAX_Q, min(b.m, FORWARD_CHUNK)))
     for c0 in range(0, b.m, FORWARD_CHUNK):
         c = part(b, c0, min(b.m, c0 + FORWARD_CHUNK) - c0)
         i0 = 0
-        for t in range(tiles):
-            q = tile_size(n, i0, t, tiles)
+        for t in range(count):
+            q = tile_size(n, i0, t, count)
             if t == 0 and Xu.shape[0] > 0:
-                update_preact_tile(c.U, c.a, c.m, Xu, G[:, c0:], a.scale_u, X, i0, q, H, ahead)
+                update_pre_tile(tiles, c.U, c.a, c.m, Xu, G[:, c0:], a.scale_u, X, i0, q, H,
+                                ahead)
             else:
-                preact_tile(c.U, c.a, c.m, X, i0, q, H)
+                pre_tile(tiles, c.U, c.a, c.m, X, i0, q, H)
             _rows_into_sums(tag, a.cache, c, H, q, i0, nkeep, acc)
             i0 += q
 

@@ -25,11 +25,8 @@ from .contract import SweepArgs, SweepData, sweep_args
 from .forward import forward_sums, preacts, stats_block, sums_of_rows
 from .rule import rule_plain
 from .tiles import PREFETCH_AHEAD
+from .tiling import FUSE_MAX_B
 from .update import update_block
-
-#: up to this batch size the plain rule moves Z^U in the forward pass's first tile
-#: (tiles.update_preact_tile); beyond it the separate update passes are faster
-FUSE_MAX_B = 4
 #: without the φ cache, the fused path runs the update and the forward pass chunk by
 #: chunk, the forward tiles prefetching the next chunk, which the update's pass over
 #: the batch then finds in cache (docs/performance.md)
@@ -61,7 +58,7 @@ def sweep(args: SweepArgs, out) -> None:
 
 
 @njit(parallel=True, fastmath=True, error_model="numpy", cache=True)
-def sweep_kernel(a, phi, rule, hyper_u, hyper_v, out):
+def sweep_kernel(a, phi, rule, hyper_u, hyper_v, tiles, out):
     """The compiled sweep behind :func:`sweep` (which checks the storage dtypes first):
     ``a`` the SweepData, then the compile-time choices of SweepArgs."""
     U, V, w, Xb, Xn, Xe = a.U, a.V, a.w, a.Xb, a.Xn, a.Xe
@@ -103,8 +100,9 @@ def sweep_kernel(a, phi, rule, hyper_u, hyper_v, out):
             c = part(b, c0, min(m, c0 + step) - c0)
             G = no_g
             if moves:
-                G = update_block(a, phi, rule, hyper_u, hyper_v, c, Su, Sv, Xu.shape[0] > 0)
-            forward_sums(a, phi, c, Xf, use_blas, nkeep, acc, Xu, G, ahead)
+                G = update_block(a, phi, rule, hyper_u, hyper_v, tiles, c, Su, Sv,
+                                 Xu.shape[0] > 0)
+            forward_sums(a, phi, tiles, c, Xf, use_blas, nkeep, acc, Xu, G, ahead)
         if copied and moves:
             store_block(Ub, U, a0)
             store_block(Vb, V, a0)
@@ -112,10 +110,10 @@ def sweep_kernel(a, phi, rule, hyper_u, hyper_v, out):
             store_block(Sv, a.SV, a0)
         if with_stats:                  # the eval pre-activations serve both sums
             ph, D = np.empty(m), np.empty(m)      # φ(h) and φ′ scratch rows
-            He = preacts(Ub, pa, m, Xe, use_blas)
+            He = preacts(tiles, Ub, pa, m, Xe, use_blas)
             sums_of_rows(He, Vb, pa, b.w, uniform, phi, ph, acc, Bn * do)
             U0b, u0a, _ = block_of(a.U0, a0, m, use_blas)
-            H0 = preacts(U0b, u0a, m, Xe, use_blas)
+            H0 = preacts(tiles, U0b, u0a, m, Xe, use_blas)
             stats_block(He, H0, b.w, uniform, phi, D, acc, (Bn + E) * do)
 
 

@@ -1,4 +1,5 @@
-"""Register-tiled pre-activations of the one-hidden-layer sweep (docs/performance.md).
+"""Register-tiled pre-activations of the one-hidden-layer sweep, written as LLVM IR
+(docs/performance.md); tiling.py chooses between these and the plain ones.
 
 For the rows x_i of an input matrix X and a block of particles (columns of Z^U),
 
@@ -26,7 +27,7 @@ cache relies on that).
 from __future__ import annotations
 
 import llvmlite.ir as ir
-from numba import njit, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -223,28 +224,3 @@ def update_preact_tile(typingctx, U, a, m, C, G, lr, X, i0, q, H, ahead):
     if not (_matrices(U, C, G, X, H) and U.layout == "C" and H.layout == "C"):
         return None
     return types.void(U, a, m, C, G, lr, X, i0, q, H, ahead), _tiles_codegen(True)
-
-
-@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
-def tile_count(n):
-    """The fewest tiles of at most MAX_Q inputs that hold n inputs."""
-    return (n + MAX_Q - 1) // MAX_Q
-
-
-@njit(inline="always", fastmath=True, error_model="numpy", cache=True)
-def tile_size(n, i0, t, tiles):
-    """Inputs in tile t of ``tiles`` of near-equal size (20 inputs: four tiles of five),
-    i0 inputs already taken by the tiles before it."""
-    return (n - i0) // (tiles - t)
-
-
-@njit(fastmath=True, error_model="numpy", cache=True)
-def preacts_into(U, a, m, X, H):
-    """H[i, :m] = Z^U[:, a:a+m]ᵀ X[i] for every row i of X (see the module docstring)."""
-    n = X.shape[0]
-    tiles = tile_count(n)
-    i0 = 0
-    for t in range(tiles):
-        q = tile_size(n, i0, t, tiles)
-        preact_tile(U, a, m, X, i0, q, H[i0:])
-        i0 += q

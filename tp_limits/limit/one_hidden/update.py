@@ -21,11 +21,11 @@ from .rule import rule_plain, rule_rows
 
 
 @njit(fastmath=True, error_model="numpy", cache=True)
-def update_block(a, tag, rule, hyper_u, hyper_v, b, Su, Sv, defer_u):
+def update_block(a, tag, rule, hyper_u, hyper_v, tiles, b, Su, Sv, defer_u):
     """Simultaneous update of the particles of block b (blocks.Block) with the batch
     (a.Xb, a.chi) of the sweep ``a`` (contract.SweepData), under φ ``tag`` and the
-    optimizer's ``rule`` (its hyperparameter records for Z^U and Z^{nV}); see the
-    module docstring.
+    optimizer's ``rule`` (its hyperparameter records for Z^U and Z^{nV}) and the
+    pre-activation ``tiles``; see the module docstring.
 
     The optimizer's state rows are the blocks (Su, b.a), (Sv, b.a).  With ``a.cached``
     the batch's φ(Z^U ξ_i), φ′(Z^U ξ_i) are read from the columns b.col.. of ``a.cache``
@@ -37,7 +37,7 @@ def update_block(a, tag, rule, hyper_u, hyper_v, b, Su, Sv, defer_u):
     Xb, chi, cache, cached = a.Xb, a.chi, a.cache, a.cached
     d, do, B = Ub.shape[0], Vb.shape[0], Xb.shape[0]
     use_blas = d >= BLAS_MIN_D
-    H = preacts(Ub, pa, m, Xb, use_blas) if not cached else np.empty((0, m))
+    H = preacts(tiles, Ub, pa, m, Xb, use_blas) if not cached else np.empty((0, m))
     P = np.empty((0 if cached else B, m))
     P_rows, pr = (cache[0], ca) if cached else (P, 0)
     G = np.empty((B, m))
