@@ -65,7 +65,7 @@ def bench(L, B, n, backend):
     naive = FiniteNetwork(net, n, 1e-3, 0, b, np.float64)
 
     def naive_update(l, G, Xl):
-        naive.W[l] -= naive.lr[l] * (G.T @ Xl)
+        naive.W[l] -= naive.const.lr[l] * (G.T @ Xl)
 
     naive._update = naive_update
 

@@ -24,7 +24,7 @@ The helpers:
 
   with ln2 split into a high part exact in 32 bits and a low correction
   (Cody–Waite), so k·ln2_hi is exact for the k that occur.  Accuracy is tested
-  against NumPy (≤ 4 ulp; measured 3).  Called on an array outside Numba it is
+  against NumPy (≤ 4 ulp).  Called on an array outside Numba it is
   ``numpy.tanh``.  A general-purpose exp is deliberately absent: with ``fastmath``
   LLVM may reassociate the Cody–Waite reduction, which costs hundreds of ulp at
   |y| ~ 700.

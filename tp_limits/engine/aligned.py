@@ -7,9 +7,8 @@ particle row straddles two cache lines, and each one costs two line accesses.
 The one-hidden-layer sweep reads its particles as rows ``U[k, a0:a0 + m]`` with
 block offsets ``a0`` that are multiples of the block size, so once the array
 starts on a line, every row does too when N · itemsize is a multiple of 64
-(N a multiple of 8 in float64, of 16 in float32).  Measured on the sweep
-(docs/performance.md, "Particles on cache lines"): a few per cent, 1.01–1.09×
-in most alternated comparisons at N = 10⁶ and 10⁷, single ones down to 0.96×.
+(N a multiple of 8 in float64, of 16 in float32).  On the sweep this is worth a
+few per cent (docs/performance.md, "One-hidden-layer limit").
 
 A device allocator aligns its blocks anyway; the CuPy backend uses plain
 ``zeros`` and leaves arrays as they are (engine/backend.py).
@@ -58,11 +57,8 @@ def zeros_committed(shape, dtype=np.float64) -> np.ndarray:
     For arrays that a run fills a slice at a time from inside parallel kernels (the
     deep engine's histories): first writes into fresh memory there are slow.  NumPy
     asks the kernel for huge pages on large buffers, and the first write to each is a
-    fault that zeroes 2 MB (and may compact memory) inside the parallel call.
-    Measured: storing 800 rows of 10⁵ float64, four per parallel call, took 2.07 s
-    into ``np.zeros`` memory and 0.04 s into memory written beforehand; the deep job
-    ran 1.12–1.25× faster (docs/performance.md, "Histories written once before the
-    run")."""
+    fault that zeroes 2 MB (and may compact memory) inside the parallel call
+    (docs/performance.md, "Deep limit")."""
     a = empty_aligned(shape, dtype)
     a.fill(0)
     return a

@@ -76,7 +76,7 @@ def _np_matmul(a, b):
     """
     if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype.char not in "fd":
         return a @ b
-    if a.shape[0] == 1 and min(b.shape) > 0:    # one row: gemv, about 2x faster than gemm
+    if a.shape[0] == 1 and min(b.shape) > 0:    # one row: gemv streams b once (gemm does not)
         bt, tb = _as_fortran_transposed(b)      # y = op(bt) a_0 = bᵀ a_0
         return _np_blas("gemv", a.dtype)(1.0, bt, a[0], trans=tb)[None, :]
     if b.shape[1] == 1 and min(a.shape) > 0:    # one column: y = a b_0

@@ -5,8 +5,8 @@ dynamically up to 32 MiB as it sees them freed) with a fresh mapping, and a
 fresh mapping costs a page fault at the first touch of every 4 KiB page.
 The deep engine makes and drops several (B + E) x N float64 arrays per layer
 and step (9.6 MB at N = 10⁵), more of them alive at once than the dynamic
-threshold tracks, so on the project's virtual machine about 14 % of a run
-went into those faults (T = 100: 25.9 s, 22.3 s with the threshold raised).
+threshold tracks, so a noticeable share of a run went into those faults
+(docs/performance.md, "Deep limit").
 
 :func:`reused_heap` raises the threshold (and the heap's trim threshold) for
 the duration of a run and restores glibc's initial values afterwards,

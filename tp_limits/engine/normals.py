@@ -3,11 +3,10 @@
 Numba implements NumPy's Generator.standard_normal (the same ziggurat on the
 same bit generator), so a compiled draw returns exactly the numbers
 ``rng.standard_normal(shape)`` would and leaves the generator in the same
-state (a test checks both, interleaved with other draws).  It measured
-1.4-2.9x faster inside a run and 4x in isolation (docs/performance.md), so
-fixed-seed runs keep their values while the largest draws (the finite
-networks' n x n initial weights, the deep engine's ~3·10⁶ normals per step
-at N = 10⁵) cost less.
+state (a test checks both, interleaved with other draws), in less time
+(docs/performance.md, "Finite networks"), so fixed-seed runs keep their values
+while the largest draws (the finite networks' n x n initial weights, the deep
+engine's ~3·10⁶ normals per step at N = 10⁵) cost less.
 """
 from __future__ import annotations
 

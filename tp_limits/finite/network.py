@@ -57,7 +57,7 @@ class FiniteNetwork:
         """std · N(0, 1) entries drawn on the host; a zero std (zero readout) draws nothing.
 
         The draw is compiled (engine/normals.py): the same numbers as
-        ``rng.standard_normal(shape)``, 1.4-2.9x faster, which matters
+        ``rng.standard_normal(shape)``, in less time, which matters
         because initialization dominates short runs at large widths."""
         if std == 0.0:
             return self.b.xp.zeros(shape, dtype=self.dtype)

@@ -70,7 +70,7 @@ def frobenius_distance(A, B, backend, block=None) -> float:
     in place and summed, so the pass reads A and B once; on the host the
     buffer stays in cache and nothing else is written to memory, where
     forming A - B block by block and squaring it wrote and re-read two
-    temporaries (about 3x slower at n = 8192).  No BLAS call: NumPy's BLAS
+    temporaries.  No BLAS call: NumPy's BLAS
     would compete for the cores with the SciPy BLAS pool that the backend's
     products use (engine/backend.py).  The float64 buffer also keeps a float32
     network's differences and their sum of squares in double precision.

@@ -34,7 +34,7 @@ def run_once(spec: RunSpec, rng, on_step=lambda t: None) -> LimitResult:
     On the host the passes over the histories are Numba kernels
     (history_kernels.py) between small BLAS products; the two thread pools
     would spin against each other, so BLAS is pinned to one thread for the
-    run (measured: 2x faster than leaving both pools at two threads).  The
+    run (the two pools would otherwise take turns at the cores).  The
     run's large temporaries come from a reused heap (engine/heap.py), not
     from fresh mappings that fault in page by page.
     """

@@ -3,8 +3,8 @@ block (docs/theory.md §4.3).
 
 A family's Gram matrix C (k x k) grows by one block of m rows per store, and
 every query needs (C + Λ)⁻¹ x for a few columns x.  Recomputing an inverse
-(or a factorization) per store costs O(k³) — at k = 800, 55 ms per inverse,
-eight per step, more than the passes over the histories of a short run.
+(or a factorization) per store costs O(k³), eight per step — at k in the
+hundreds more than the passes over the histories of a short run.
 Extending a Cholesky factor costs O(k² m): with C partitioned as
 [[C11, C12], [C21, C22]] and L11 L11ᵀ = C11 + Λ1 already known,
 

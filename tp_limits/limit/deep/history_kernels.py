@@ -16,8 +16,8 @@ single-precision sums of 10⁵ terms lose about five digits, and the
 ill-conditioned Gram inverses of long runs turn that into a visible bias.
 
 **Why tiles.** With m ≤ 16 these are skinny products that BLAS runs at a
-fraction of its speed (measured 6–20 G multiply-adds/s against 50 G/s for
-square dgemm on two cores), and a plain loop spends two loads, or two loads
+fraction of its square-dgemm speed (docs/performance.md, "Deep limit"), and a
+plain loop spends two loads, or two loads
 and a store, per multiply-add.  Here every inner loop over particles updates
 a tile of independent sums held in registers: 4 stored rows x 4 query rows
 for the dot products (8 loads per 16 multiply-adds), 8 stored rows per load

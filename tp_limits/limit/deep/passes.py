@@ -17,7 +17,7 @@ per run from the backend:
 
 * :class:`HostPasses` (NumPy): the register-tiled Numba kernels of
   history_kernels.py for either storage dtype (skinny products are where
-  BLAS is slowest: measured 2-4x slower than the kernels on these shapes);
+  BLAS is slowest; docs/performance.md, "Deep limit");
 * :class:`ArrayPasses` (any array module, CuPy): one library product per pass
   for float64 rows; float32 rows are cast to float64 in large column chunks
   (correct, but the cast costs traffic: float64 storage is the fast path on a

@@ -5,7 +5,7 @@ beside them) and processed in blocks (:func:`block_size`) small enough to stay i
 L2 while the block is visited once per input.  A block of a (rows, N) array is the
 pair (A, a): its row k is the slice ``A[k, a:a + m]``, a 1-d contiguous view that
 Numba types as C-ordered, so loops over it vectorize; the 2-d slice
-``A[:, a:a + m]`` would not (its rows get run-time strides, measured 2.5x slower).
+``A[:, a:a + m]`` would not (its rows get run-time strides and lose SIMD).
 Float64 particles are worked on in place this way (a = the block's first column):
 the first pass over a block pulls it from memory while it computes, and modified
 lines go back as the cache evicts them.  Float32 storage (and the gemm path) is

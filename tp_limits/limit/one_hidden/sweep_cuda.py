@@ -9,8 +9,8 @@ back, and adds the particle's weighted columns (columns.py) to its own
 sums; the block then reduces the 256 partial sums in a fixed order and
 writes its row of ``out``.  No atomics: the result does not depend on
 scheduling.  (Four particles per thread unrolled, with a reduction per 1024
-particles, measured no faster at d = 1 and slower at d = 16, B = 16:
-the unrolled registers spill.)  Arithmetic is float64 whatever the storage
+particles, was no faster: the unrolled registers spill.)  Arithmetic is float64
+whatever the storage
 dtype, and the moved particles and state are read back as stored (rounded).
 
 The source is generated (:func:`cuda_source`): φ's device function from its

@@ -36,8 +36,8 @@ WIDE = 2         # vectors per tile: 16 particles
 MAX_Q = 6        # inputs per tile: 2·MAX_Q running sums and 2 rows fit the registers
 #: particles ahead of the tile whose lines of the same row are prefetched.  Each
 #: tile touches 128 bytes of each of the d rows, d streams too many and too short
-#: for the hardware prefetchers: the update fused with the forward pass ran at
-#: 0.84x of the separate passes without this, 1.2-1.4x with it (docs/performance.md)
+#: for the hardware prefetchers: without it the update fused with the forward pass
+#: does not pay (docs/performance.md, "One-hidden-layer limit")
 PREFETCH_AHEAD = 64
 
 

@@ -107,9 +107,9 @@ def _times_dphi(tag, G, C, ca):
     or φ where φ′ follows from it (dphi_from_cache); nothing to do for id (φ′ = 1).
 
     Four rows per pass: the rows of C are read here from memory, and four rows in
-    one loop keep four streams in flight, which the hardware prefetchers serve about
-    1.4x faster than one row after another (each row of a block spans only a few
-    pages and the prefetchers stop at page boundaries)."""
+    one loop keep four streams in flight, which the hardware prefetchers serve
+    faster than one row after another (each row of a block spans only a few pages
+    and the prefetchers stop at page boundaries)."""
     if dphi_is_one(tag):
         return
     B, m = G.shape
