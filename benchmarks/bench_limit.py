@@ -126,18 +126,24 @@ def phi_ns() -> float:
     return timed(lambda: _tanh_sum(x, 4)) / (4 * x.size) * 1e9
 
 
-def run(N, d, B, E, numpy_too):
+def problem(N, d, B, E):
+    """The benchmarks' sweep: particles on cache lines, as the engine places them
+    (engine/aligned.py), a batch, the next batch and the eval inputs, the output rows
+    and a φ cache: (U, V, w, Xb, Xn, Xe, chi, block, out, cache)."""
     rng = np.random.default_rng(0)
-    # on cache lines, as the engine places them (engine/aligned.py)
     U = as_aligned(rng.standard_normal((d, N)) / np.sqrt(d))
     V = as_aligned(rng.standard_normal((1, N)))
     w = np.full(1, 1.0 / N)
     Xb, Xn, Xe = (rng.standard_normal((k, d)) for k in (B, B, E))
     chi = 1e-6 * rng.standard_normal((B, 1))
     block = block_size(d, 1, B, E, N)
-    nb = (N + block - 1) // block
-    out = np.zeros((nb, n_columns(B, E, 1, False)))
+    out = np.zeros(((N + block - 1) // block, n_columns(B, E, 1, False)))
     cache = zeros_aligned((cache_planes("tanh"), B, N))
+    return U, V, w, Xb, Xn, Xe, chi, block, out, cache
+
+
+def run(N, d, B, E, numpy_too):
+    U, V, w, Xb, Xn, Xe, chi, block, out, cache = problem(N, d, B, E)
     sgd = SGD()
     h = sgd.coordinate(0.1, 1.0, 0.0, 1)[1]
 

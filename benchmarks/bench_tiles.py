@@ -16,12 +16,9 @@ import argparse
 import time
 
 import numpy as np
+from bench_limit import problem
 
-from tp_limits.engine.aligned import as_aligned, zeros_aligned
-from tp_limits.limit.one_hidden.blocks import block_size
-from tp_limits.limit.one_hidden.columns import n_columns
 from tp_limits.limit.one_hidden.contract import SweepData, sweep_args
-from tp_limits.limit.one_hidden.phi import cache_planes
 from tp_limits.limit.one_hidden.sweep import sweep
 from tp_limits.limit.one_hidden.tiling import TILES
 from tp_limits.spec.optimizers import SGD
@@ -29,15 +26,7 @@ from tp_limits.spec.optimizers import SGD
 
 def configuration(N, d, B, E, rounds):
     """{(tiles, cached): best seconds per sweep}."""
-    rng = np.random.default_rng(0)
-    U = as_aligned(rng.standard_normal((d, N)) / np.sqrt(d))
-    V = as_aligned(rng.standard_normal((1, N)))
-    w = np.full(1, 1.0 / N)
-    Xb, Xn, Xe = (rng.standard_normal((k, d)) for k in (B, B, E))
-    chi = 1e-6 * rng.standard_normal((B, 1))
-    block = block_size(d, 1, B, E, N)
-    out = np.zeros(((N + block - 1) // block, n_columns(B, E, 1, False)))
-    cache = zeros_aligned((cache_planes("tanh"), B, N))
+    U, V, w, Xb, Xn, Xe, chi, block, out, cache = problem(N, d, B, E)
     sgd = SGD()
     h = sgd.coordinate(0.1, 1.0, 0.0, 1)[1]
 
