@@ -94,19 +94,20 @@ def test_finite_network_is_pytorch_sgd_with_width_free_decay(param, opt):
         assert np.allclose(W, Wr, rtol=1e-12, atol=1e-14)
 
 
-@pytest.mark.parametrize("opt, kernel", [(OPT, None), (NESTEROV, "numpy")])
+@pytest.mark.parametrize("opt", [OPT, NESTEROV])
 @pytest.mark.parametrize("L", [1, 2])
-def test_exact_linear_limits_match_monte_carlo(L, opt, kernel):
+def test_exact_linear_limits_match_monte_carlo(L, opt):
     """φ = id: the closed forms (one hidden layer; deep linear) against the particle
     engines run on the same linear network, within 5 standard errors (8 replicates).
-    (Under Nesterov the one-hidden-layer particles run on the array twin; the fused
-    kernel is checked against the twin in test_limit_one_hidden_sweep.py.)"""
+    (The one-hidden-layer particles run on the array twin, so that no fused kernel is
+    compiled for φ = id with momentum; the kernel is checked against the twin in
+    test_limit_one_hidden_sweep.py.)"""
     net = tp.MLP(tp.mup(L), 3, 2, phi="id")
     r = tp.Routine(lr=0.4, optimizer=opt, **N8_LONG)
     exact = tp.simulate_limit(net, r)
     assert exact.meta["method"] == "exact"
     mc = tp.simulate_limit(net, r, method="monte_carlo", particles=2 ** 14, replicates=8, seed=1,
-                           **({"kernel": kernel} if kernel and L == 1 else {}))
+                           **({"kernel": "numpy"} if L == 1 else {}))
     bound = 5 * mc.f_eval_se[1:]
     assert np.all(np.abs(mc.f_eval[1:] - exact.f_eval[1:]) <= bound)
     plain = tp.simulate_limit(net, tp.Routine(lr=0.4, **N8_LONG))
@@ -272,7 +273,7 @@ def test_adam_limit_refusals():
         tp.simulate_limit(tp.MLP(tp.mup(1, optimizer="adam"), 3, 2, phi="id"), r,
                           method="exact")
     lin = tp.simulate_limit(tp.MLP(tp.mup(1, optimizer="adam"), 3, 2, phi="id"), r,
-                            particles=2_000, replicates=2)
+                            particles=2_000, replicates=2, kernel="numpy")
     assert lin.meta["method"] == "monte_carlo"
 
 
@@ -341,6 +342,9 @@ def test_nesterov_silu_limits_match_finite_networks(L):
     mean, se = _finite_mean(net, r, 4096, 8)
     combined = np.hypot(se[-1], lim.f_eval_se[-1])
     assert np.all(np.abs(mean[-1] - lim.f_eval[-1]) <= 3 * combined), (mean[-1], lim.f_eval[-1])
+    # heavy ball on the array twin for L = 1 (no fused kernel compiled for silu with it)
     heavy = tp.simulate_limit(net, tp.Routine(lr=0.6, optimizer=OPT, **N8_LONG),
-                              particles=2 ** 15, replicates=8, progress=False)
-    assert np.abs(heavy.f_eval[-1] - lim.f_eval[-1]).max() > 10 * combined.max()
+                              particles=2 ** 12, replicates=4, progress=False,
+                              **({"kernel": "numpy"} if L == 1 else {}))
+    gap = np.abs(heavy.f_eval[-1] - lim.f_eval[-1])
+    assert gap.max() > 10 * np.hypot(combined, heavy.f_eval_se[-1]).max(), gap

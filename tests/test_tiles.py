@@ -11,22 +11,23 @@ from tp_limits.limit.one_hidden.tiling import (
     pre_tile,
     preacts_into,
     tiles_for,
-    tiles_tag,
+    tiles_mode,
     update_pre_tile,
 )
 
 EPS = np.finfo(np.float64).eps
+WITH_IR = (0, 0)            # the sweep's build with the IR tiles and the plain ones
 TILE = LANES * WIDE
 
 
 @njit
-def _one_tile(tiles, U, a, m, X, i0, q, H):
-    pre_tile(tiles, U, a, m, X, i0, q, H)
+def _one_tile(mode, U, a, m, X, i0, q, H):
+    pre_tile((WITH_IR, mode), U, a, m, X, i0, q, H)
 
 
 @njit
-def _update_tile(tiles, U, a, m, C, G, lr, X, q, H):
-    update_pre_tile(tiles, U, a, m, C, G, lr, X, 0, q, H, 64)
+def _update_tile(mode, U, a, m, C, G, lr, X, q, H):
+    update_pre_tile((WITH_IR, mode), U, a, m, C, G, lr, X, 0, q, H, 64)
 
 
 def _bound(X, U):
@@ -51,7 +52,7 @@ def test_tiles_match_numpy_and_each_other(d, n, m):
     got = []
     for name in TILES:
         H = np.full((n, m), np.nan)
-        preacts_into(tiles_tag(name), U, a, m, X, H)
+        preacts_into((WITH_IR, tiles_mode(name)), U, a, m, X, H)
         assert np.all(np.abs(H - want) <= _bound(X, U[:, a:a + m])), name
         got.append(H)
     assert all(np.array_equal(got[0], H) for H in got[1:])
@@ -62,7 +63,7 @@ def test_a_particle_gets_the_same_bits_wherever_it_is_computed(name):
     """In a vector tile or in the scalar tail, one input at a time or MAX_Q together: the
     same chain of fused multiply-adds, so the same bits (the φ cache of the sweep is
     filled by one grouping and read against another)."""
-    tiles = tiles_tag(name)
+    tiles = tiles_mode(name)
     rng = np.random.default_rng(7)
     d, n, N = 16, MAX_Q, 3 * TILE
     U = rng.standard_normal((d, N))
@@ -80,7 +81,7 @@ def test_a_particle_gets_the_same_bits_wherever_it_is_computed(name):
 
 
 def test_an_ir_tile_with_q_out_of_range_writes_nothing():
-    tiles = tiles_tag("ir")
+    tiles = tiles_mode("ir")
     U, X = np.ones((2, TILE)), np.ones((MAX_Q + 1, 2))
     H = np.full((MAX_Q + 1, TILE), 7.0)
     _one_tile(tiles, U, 0, TILE, X, 0, MAX_Q + 1, H)
@@ -103,7 +104,7 @@ def test_the_update_tile_moves_the_block_then_uses_it(B, q, m):
     runs = []
     for name in TILES:
         moved, H = U.copy(), np.empty((q, m))
-        _update_tile(tiles_tag(name), moved, a, m, C, G, lr, X, q, H)
+        _update_tile(tiles_mode(name), moved, a, m, C, G, lr, X, q, H)
         runs.append((moved, H))
     for moved, H in runs[1:]:
         assert np.array_equal(moved, runs[0][0]) and np.array_equal(H, runs[0][1])

@@ -10,8 +10,8 @@ because the engines construct it and engines never import the analysis layer.
 | f_train     | (T, B, d_out)          | output on the batch of step t, before its update |
 | loss        | (T,)                   | mean training loss of step t                  |
 | stats       | name -> array          | per-layer coordinate statistics (leading axis: t = 0..T) |
-| status      | RunStatus              | completed steps, interrupted, divergence, SE degrees of freedom |
-| meta        | dict (JSON-able)       | engine, width/particles, seed, versions, wall time, ...; and the JSON view of status |
+| status      | RunStatus              | completed steps, interrupted, divergence, SE dof |
+| meta        | dict (JSON-able)       | engine, width/particles, seed, versions, ...; status as JSON |
 """
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from .phi import phi_tag
 from .rule import rule_tag
-from .tiling import tiles_for, tiles_tag
+from .tiling import tiles_build, tiles_for, tiles_mode
 
 
 class SweepData(NamedTuple):
@@ -40,7 +40,7 @@ class SweepData(NamedTuple):
     ``SU`` (slots·d, N), ``SV`` (slots·d_out, N): the optimizer's state, moved in place
     (None: a rule without state); ``cache`` (planes, B', N) float64: φ of the next batch
     kept for the next sweep (None: no cache); ``cached``: this sweep's batch has its φ
-    in the cache.
+    in the cache; ``tiles``: the pre-activation tiles, a position in tiling.TILES.
     """
 
     U: object
@@ -59,12 +59,13 @@ class SweepData(NamedTuple):
     SV: object = None
     cache: object = None
     cached: bool = False
+    tiles: int = 0
 
 
 class SweepArgs(NamedTuple):
     """One sweep: its data, and the compile-time choices — the tags of φ (phi.py) and of
     the optimizer's coordinate rule (rule.py), the rule's hyperparameter records for
-    Z^U and Z^{nV}, and the tag of the pre-activation tiles (tiling.py).  The compiled
+    Z^U and Z^{nV}, and which tiles are compiled in (tiling.tiles_build).  The compiled
     kernel takes them as separate arguments (Numba's parallel loops take tuples only
     as top-level arguments), in this order."""
 
@@ -100,11 +101,11 @@ def sweep_args(data: SweepData, optimizer, hyper_u, hyper_v, phi: str, xp=np,
     if cache is None:
         cache = xp.zeros(NO_CACHE)
     floats = lambda h: h._make(float(x) for x in h)      # noqa: E731  (one compiled type)
-    data = data._replace(scale_u=float(data.scale_u), scale_v=float(data.scale_v),
-                         stats=bool(data.stats), block=int(data.block), SU=SU, SV=SV,
-                         cache=cache, cached=bool(data.cached))
     if tiles is None:
         tiles = tiles_for(U.shape[0], max(data.Xb.shape[0], data.Xn.shape[0]),
                           cache.shape[1] > 0)
+    data = data._replace(scale_u=float(data.scale_u), scale_v=float(data.scale_v),
+                         stats=bool(data.stats), block=int(data.block), SU=SU, SV=SV,
+                         cache=cache, cached=bool(data.cached), tiles=tiles_mode(tiles))
     return SweepArgs(data, phi_tag(phi), rule_tag(rule), floats(hyper_u), floats(hyper_v),
-                     tiles_tag(tiles))
+                     tiles_build())

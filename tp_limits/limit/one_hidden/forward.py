@@ -26,7 +26,7 @@ FORWARD_CHUNK = 256
 @njit(fastmath=True, error_model="numpy", cache=True)
 def preacts(tiles, Ub, ua, m, X, use_blas):
     """H[i, j] = Ub[:, ua + j] · X[i]: one gemm (Ub is then a copy, ua = 0), or the
-    tiles of tiling.py."""
+    pre-activation ``tiles`` (tiling.pre_tile)."""
     n = X.shape[0]
     if use_blas and n > 0:
         return np.dot(X, Ub)
@@ -39,7 +39,7 @@ def preacts(tiles, Ub, ua, m, X, use_blas):
 def forward_sums(a, tag, tiles, b, X, use_blas, nkeep, acc, Xu, G, ahead):
     """acc[i*d_out + o] += Σ_j w_j V[o, j] φ(U[:, j] · X[i]) over the particles of block b
     (blocks.Block), for each input i, in the sweep ``a`` (contract.SweepData) with the φ
-    of ``tag`` and the pre-activation ``tiles`` (tiling.py).
+    of ``tag`` and the pre-activation ``tiles`` (tiling.pre_tile).
 
     The block goes in chunks of FORWARD_CHUNK particles; in each, the inputs
     go in register tiles of up to MAX_Q (tiles.py) whose pre-activation rows
@@ -76,8 +76,8 @@ def forward_sums(a, tag, tiles, b, X, use_blas, nkeep, acc, Xu, G, ahead):
         for t in range(count):
             q = tile_size(n, i0, t, count)
             if t == 0 and Xu.shape[0] > 0:
-                update_pre_tile(tiles, c.U, c.a, c.m, Xu, G[:, c0:], a.scale_u, X, i0, q, H,
-                                ahead)
+                update_pre_tile(tiles, c.U, c.a, c.m, Xu, G[:, c0:], a.scale_u, X, i0, q,
+                                H, ahead)
             else:
                 pre_tile(tiles, c.U, c.a, c.m, X, i0, q, H)
             _rows_into_sums(tag, a.cache, c, H, q, i0, nkeep, acc)

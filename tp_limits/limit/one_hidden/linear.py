@@ -16,7 +16,8 @@ and f̊_t(ζ) = α M_t ζ with M_t = C_t A_tᵀ + D_t B_tᵀ.  Under any optimiz
 in the gradients (docs/theory.md §10.2) each of A, B, C, D moves by the optimizer's
 rule for one coordinate with the increments above (heavy ball: m ← (μ m + inc) + δ Z,
 Z ← Z − m), δ_1 = η_1 λ for A, B and δ_2 = η_2 λ for C, D: every particle stays
-linear in (z, ω).  No Monte Carlo, any d, d_out and batch size.  Second moments give the statistics exactly:
+linear in (z, ω).  No Monte Carlo, any d, d_out and batch size.  Second moments give
+the statistics exactly:
 E[(Z^U ζ)²] = ζᵀ(AAᵀ + BBᵀ)ζ and the change uses A - A_0 in place of A.
 """
 from __future__ import annotations

@@ -27,6 +27,7 @@ from .rule import rule_plain
 from .tiles import PREFETCH_AHEAD
 from .tiling import FUSE_MAX_B
 from .update import update_block
+
 #: without the φ cache, the fused path runs the update and the forward pass chunk by
 #: chunk, the forward tiles prefetching the next chunk, which the update's pass over
 #: the batch then finds in cache (docs/performance.md)
@@ -58,7 +59,7 @@ def sweep(args: SweepArgs, out) -> None:
 
 
 @njit(parallel=True, fastmath=True, error_model="numpy", cache=True)
-def sweep_kernel(a, phi, rule, hyper_u, hyper_v, tiles, out):
+def sweep_kernel(a, phi, rule, hyper_u, hyper_v, build, out):
     """The compiled sweep behind :func:`sweep` (which checks the storage dtypes first):
     ``a`` the SweepData, then the compile-time choices of SweepArgs."""
     U, V, w, Xb, Xn, Xe = a.U, a.V, a.w, a.Xb, a.Xn, a.Xe
@@ -80,6 +81,9 @@ def sweep_kernel(a, phi, rule, hyper_u, hyper_v, tiles, out):
             and 0 < Xb.shape[0] <= FUSE_MAX_B and Xf.shape[0] > 0)
     moves = Xb.shape[0] > 0
     for bi in prange(nb):
+        # what is compiled in, and this run's choice (made in the loop: a parallel loop
+        # takes no nested tuple from outside it)
+        tiles = (build, a.tiles)
         a0 = bi * a.block
         m = min(N, a0 + a.block) - a0
         Ub, pa, copied = block_of(U, a0, m, use_blas)

@@ -9,12 +9,14 @@ so a particle gets the same bits from either:
 * ``"plain"`` — tiles_plain.py: plain Numba loops, the sums in L1;
 * ``"prefetch"`` — the plain loops with a software prefetch in the fused update.
 
-The sweep takes the choice as a tag (a tuple whose length is one more than its
-position in TILES), part of its compiled type, so each is compiled and cached on its
-own.  :func:`tiles_for` makes the choice: the environment variable
+The sweep takes the choice at run time, as a number (its position in TILES), so one
+compiled sweep serves all three; the tile functions take it as ``tiles`` = (build,
+mode), where ``build`` tags what is compiled in (:func:`tiles_build`):
+all three where the IR compiles with the installed Numba/llvmlite, the plain ones
+alone where it does not (then with one warning, and the IR's runs take the plain
+tiles).  :func:`tiles_for` makes the choice: the environment variable
 ``TP_LIMITS_TILES`` (``ir``, ``plain``, ``prefetch``) if set, else the measured
-policy of docs/performance.md; and if the IR does not compile with the installed
-Numba/llvmlite, the plain tiles, with one warning.
+policy of docs/performance.md.
 """
 from __future__ import annotations
 
@@ -35,8 +37,15 @@ ENV = "TP_LIMITS_TILES"
 _FAST = dict(fastmath=True, error_model="numpy", cache=True)
 
 
-def tiles_tag(name: str) -> tuple:
-    return (0,) * (TILES.index(name) + 1)
+def tiles_mode(name: str) -> int:
+    """The run-time choice of tiles: the position of ``name`` in TILES."""
+    return TILES.index(name)
+
+
+def tiles_build() -> tuple:
+    """What the sweep is compiled with: (0, 0) the IR tiles and the plain ones, (0,) the
+    plain ones alone (where the IR does not compile)."""
+    return (0, 0) if ir_compiles() else (0,)
 
 
 #: the IR tiles serve from this input dimension on (below, the plain ones)...
@@ -88,39 +97,50 @@ def ir_compiles() -> bool:
         return False
 
 
-def _name(tag):
-    return TILES[len(tag) - 1]
+_IR, _PREFETCH = TILES.index("ir"), TILES.index("prefetch")
 
 
 def pre_tile(tiles, U, a, m, X, i0, q, H):
-    """H[r, :m] = Σ_k U[k, a:a+m] X[i0 + r, k] for r < q (compiled code only)."""
+    """H[r, :m] = Σ_k U[k, a:a+m] X[i0 + r, k] for r < q, by ``tiles`` = (build, mode):
+    the tiles at position ``mode`` of TILES, the IR ones only where the compiled-in
+    ``build`` (:func:`tiles_build`) has them (compiled code only)."""
     raise NotImplementedError("only callable from Numba-compiled code")
+
+
+def _with_ir(tiles) -> bool:
+    """Whether the type of ``tiles`` = (build, mode) has the IR tiles compiled in."""
+    return len(tiles.types[0]) == 2
 
 
 @overload(pre_tile, jit_options=dict(fastmath=True, error_model="numpy"))
 def _pre_tile_for(tiles, U, a, m, X, i0, q, H):
-    if _name(tiles) == "ir":
-        return lambda tiles, U, a, m, X, i0, q, H: preact_tile(U, a, m, X, i0, q, H)
+    if _with_ir(tiles):
+        def either(tiles, U, a, m, X, i0, q, H):
+            if tiles[1] == _IR:
+                preact_tile(U, a, m, X, i0, q, H)
+            else:
+                preact_tile_plain(U, a, m, X, i0, q, H)
+        return either
     return lambda tiles, U, a, m, X, i0, q, H: preact_tile_plain(U, a, m, X, i0, q, H)
 
 
 def update_pre_tile(tiles, U, a, m, C, G, lr, X, i0, q, H, ahead):
-    """U[k, a:a+m] −= lr Σ_b C[b, k] G[b, :m], then pre_tile (compiled code only)."""
+    """U[k, a:a+m] −= lr Σ_b C[b, k] G[b, :m], then pre_tile; the plain tiles with the
+    prefetch ask for each row's lines ``ahead`` particles on (compiled code only)."""
     raise NotImplementedError("only callable from Numba-compiled code")
 
 
 @overload(update_pre_tile, jit_options=dict(fastmath=True, error_model="numpy"))
 def _update_pre_tile_for(tiles, U, a, m, C, G, lr, X, i0, q, H, ahead):
-    name = _name(tiles)
-    if name == "ir":
-        def ir(tiles, U, a, m, C, G, lr, X, i0, q, H, ahead):
-            update_preact_tile(U, a, m, C, G, lr, X, i0, q, H, ahead)
-        return ir
-    prefetch = name == "prefetch"
+    with_ir = _with_ir(tiles)
 
-    def plain(tiles, U, a, m, C, G, lr, X, i0, q, H, ahead):
-        update_preact_tile_plain(U, a, m, C, G, lr, X, i0, q, H, ahead, prefetch)
-    return plain
+    def chosen(tiles, U, a, m, C, G, lr, X, i0, q, H, ahead):
+        if with_ir and tiles[1] == _IR:
+            update_preact_tile(U, a, m, C, G, lr, X, i0, q, H, ahead)
+        else:
+            update_preact_tile_plain(U, a, m, C, G, lr, X, i0, q, H, ahead,
+                                     tiles[1] == _PREFETCH)
+    return chosen
 
 
 @njit(inline="always", **_FAST)
@@ -138,7 +158,8 @@ def tile_size(n, i0, t, tiles):
 
 @njit(**_FAST)
 def preacts_into(tiles, U, a, m, X, H):
-    """H[i, :m] = Z^U[:, a:a+m]ᵀ X[i] for every row i of X, tile by tile."""
+    """H[i, :m] = Z^U[:, a:a+m]ᵀ X[i] for every row i of X, tile by tile (``tiles`` as
+    in :func:`pre_tile`)."""
     n = X.shape[0]
     count = tile_count(n)
     i0 = 0

@@ -25,7 +25,7 @@ def update_block(a, tag, rule, hyper_u, hyper_v, tiles, b, Su, Sv, defer_u):
     """Simultaneous update of the particles of block b (blocks.Block) with the batch
     (a.Xb, a.chi) of the sweep ``a`` (contract.SweepData), under φ ``tag`` and the
     optimizer's ``rule`` (its hyperparameter records for Z^U and Z^{nV}) and the
-    pre-activation ``tiles``; see the module docstring.
+    pre-activation ``tiles`` (tiling.pre_tile); see the module docstring.
 
     The optimizer's state rows are the blocks (Su, b.a), (Sv, b.a).  With ``a.cached``
     the batch's φ(Z^U ξ_i), φ′(Z^U ξ_i) are read from the columns b.col.. of ``a.cache``
