@@ -19,7 +19,7 @@ from .analysis.lr_sweep import LRSweep, lr_sweep
 from .analysis.phase_diagram import phase_diagram
 from .engine.options import Knobs
 from .engine.status import Divergence, RunStatus
-from .engine.trajectory import Trajectory
+from .engine.trajectory import Trajectory, Weights
 from .errors import (
     BackendUnavailableError,
     DivergenceError,
@@ -32,13 +32,15 @@ from .errors import (
     UnsupportedError,
 )
 from .finite import empirical_ntk, initial_outputs, train_finite
+from .interop import MupTranslation, TorchModel, from_mup, from_torch, to_torch
 from .limit import nngp, ntk, simulate_limit
 from .spec import MLP, SGD, Adam, Routine, kernel_points
 
 __all__ = [
     "ABC", "Classification", "mfp", "mup", "ntp", "sp", "table", "phase_diagram", "spectral",
     "MLP", "Routine", "SGD", "Adam", "train_finite", "simulate_limit", "nngp", "ntk", "empirical_ntk",
-    "initial_outputs", "kernel_points", "Trajectory", "RunStatus", "Divergence", "Knobs",
+    "initial_outputs", "kernel_points", "Trajectory", "Weights", "RunStatus", "Divergence", "Knobs",
+    "from_mup", "MupTranslation", "to_torch", "from_torch", "TorchModel",
     "coord_check", "convergence", "dichotomy",
     "lr_sweep", "LRSweep", "datasets",
     "TPError", "InvalidParametrizationError", "SymbolicParametrizationError",

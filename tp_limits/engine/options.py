@@ -281,6 +281,9 @@ FINITE_OPTIONS = (
     Option("divergence_bound", 1e10, check_divergence_bound,
            "a pre-activation or output beyond this magnitude counts as a divergence (None: "
            "only inf/NaN)"),
+    Option("keep_weights", False, lambda v: check_bool(v, "keep_weights"),
+           "return W^1..W^{L+1} before the first step and after the last "
+           "(Trajectory.weights); keeps a copy of W_0"),
 )
 
 

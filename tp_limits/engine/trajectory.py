@@ -12,6 +12,7 @@ because the engines construct it and engines never import the analysis layer.
 | stats       | name -> array          | per-layer coordinate statistics (leading axis: t = 0..T) |
 | status      | RunStatus              | completed steps, interrupted, divergence, SE dof |
 | meta        | dict (JSON-able)       | engine, width/particles, seed, versions, ...; status as JSON |
+| weights     | Weights or None        | finite nets with keep_weights=True: W^l before and after |
 """
 from __future__ import annotations
 
@@ -28,6 +29,15 @@ from .status import Divergence, RunStatus
 
 
 @dataclass(frozen=True)
+class Weights:
+    """The weights W^1..W^{L+1} of a finite network (W-space, docs/theory.md §7.1):
+    ``initial`` before the first step, ``final`` after the last completed one."""
+
+    initial: tuple
+    final: tuple
+
+
+@dataclass(frozen=True)
 class Trajectory:
     f_eval: np.ndarray
     f_train: np.ndarray
@@ -36,6 +46,7 @@ class Trajectory:
     meta: dict = field(default_factory=dict)
     f_eval_se: np.ndarray | None = None
     status: RunStatus | None = None
+    weights: Weights | None = None
 
     def __post_init__(self):
         """``status`` from ``meta`` when not given (a Trajectory built by hand or loaded);
@@ -117,6 +128,10 @@ class Trajectory:
             arrays["f_eval_se"] = self.f_eval_se
         for k, v in self.stats.items():
             arrays[f"stats/{k}"] = v
+        if self.weights is not None:
+            for when in ("initial", "final"):
+                for l, W in enumerate(getattr(self.weights, when)):
+                    arrays[f"weights/{when}/{l}"] = W
         try:
             fd, tmp = tempfile.mkstemp(suffix=".npz", dir=folder)
         except OSError as exc:
@@ -150,8 +165,11 @@ class Trajectory:
         except (json.JSONDecodeError, TypeError):
             raise TPError(f"{path!r}: its metadata are not valid JSON") from None
         stats = {k[len("stats/"):]: v for k, v in data.items() if k.startswith("stats/")}
+        layers = sum(k.startswith("weights/initial/") for k in data)
+        weights = (Weights(*(tuple(data[f"weights/{when}/{l}"] for l in range(layers))
+                             for when in ("initial", "final"))) if layers else None)
         return cls(f_eval=data["f_eval"], f_train=data["f_train"], loss=data["loss"],
-                   stats=stats, meta=meta, f_eval_se=data.get("f_eval_se"))
+                   stats=stats, meta=meta, f_eval_se=data.get("f_eval_se"), weights=weights)
 
 
 def _jsonable(obj):

@@ -19,7 +19,7 @@ from ..engine.options import FINITE_OPTIONS, option_record
 from ..engine.progress import progress_bar
 from ..engine.status import RunStatus
 from ..engine.steps import StepLoop
-from ..engine.trajectory import Trajectory
+from ..engine.trajectory import Trajectory, Weights
 from ..errors import DivergenceError, SpecError
 from ..spec import MLP, Problem, Routine
 from ..spec.checks import check_int
@@ -51,7 +51,8 @@ def prepare_finite(net: MLP, routine: Routine, width: int, **options) -> FiniteP
     if o.backprop == "decoupled" and net.L < 2:
         raise SpecError("backprop='decoupled' needs L >= 2 (it decouples hidden n x n matrices)")
     require_memory(FiniteNetwork.bytes_needed(net, width, o.dtype, o.backprop,
-                                              problem.optimizer, bool(o.record)),
+                                              problem.optimizer,
+                                              bool(o.record) or o.keep_weights),
                    f"width {width} (weights and the copies a run keeps)", b,
                    advice="lower the width, use dtype=numpy.float32, or record=() (no W_0 copy)")
     return FinitePlan(problem, width, o, b)
@@ -60,7 +61,7 @@ def prepare_finite(net: MLP, routine: Routine, width: int, **options) -> FiniteP
 def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend: str = "numpy",
                  dtype=np.float64, backprop: str = "exact", record=("stats", "spectral"),
                  on_divergence: str = "raise", progress: bool = False,
-                 divergence_bound: float | None = 1e10) -> Trajectory:
+                 divergence_bound: float | None = 1e10, keep_weights: bool = False) -> Trajectory:
     """Train ``net`` at width ``width`` on ``routine``; return its :class:`Trajectory`.
 
     Parameters
@@ -78,6 +79,9 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
     divergence_bound : a pre-activation or output whose magnitude exceeds this
         counts as a divergence even while finite (default 1e10; None: only
         inf and NaN do).
+    keep_weights : return the weights W^1..W^{L+1} (W-space, docs/theory.md §7.1) of
+        the initial network and after the last completed step as
+        ``Trajectory.weights`` (host arrays; a copy of W_0 is kept during the run).
 
     The optimizer and its hyperparameters (momentum, weight decay, Adam's β
     and ε, all width-free) are the routine's ``optimizer`` (docs/theory.md §10).
@@ -87,7 +91,8 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
     """
     plan = prepare_finite(net, routine, width, seed=seed, backend=backend, dtype=dtype,
                           backprop=backprop, record=record, on_divergence=on_divergence,
-                          progress=progress, divergence_bound=divergence_bound)
+                          progress=progress, divergence_bound=divergence_bound,
+                          keep_weights=keep_weights)
     return run_finite(plan)
 
 
@@ -97,7 +102,7 @@ def run_finite(plan: FinitePlan) -> Trajectory:
     net, routine, dtype, record = problem.net, problem.routine, o.dtype, o.record
     started = time.perf_counter()
     nw = FiniteNetwork(net, width, routine.lr, o.seed, b, dtype, o.backprop, problem.optimizer,
-                       bool(record), o.divergence_bound)
+                       bool(record) or o.keep_weights, o.divergence_bound)
     T, B, E = problem.T, problem.B, problem.E
     xp, tonp = b.xp, b.to_numpy
     Xe = b.asarray(problem.eval_inputs, dtype)
@@ -138,5 +143,7 @@ def run_finite(plan: FinitePlan) -> Trajectory:
                     backprop=o.backprop, record=list(record))
     stats = recorder.truncate(done + 1) if recorder else {}
     stats.update(problem.eval_metrics(f_eval[: done + 1]))
+    weights = (Weights(tuple(tonp(W) for W in nw.W0), tuple(tonp(W) for W in nw.W))
+               if o.keep_weights else None)
     return Trajectory(f_eval=f_eval[: done + 1], f_train=f_train[:done], loss=losses[:done],
-                      stats=stats, meta=meta, status=status)
+                      stats=stats, meta=meta, status=status, weights=weights)

@@ -1,0 +1,229 @@
+"""``to_torch`` and ``from_torch``: this package's finite network as a PyTorch module and
+optimizer that train exactly as :func:`~tp_limits.train_finite` does, and a `mup`
+module read back into :func:`~tp_limits.from_mup` (docs/interop.md §2).
+
+Torch (and `mup`) are optional and imported only when these functions are called.
+
+The module holds W^1..W^L as they are here (bias-free ``nn.Linear``) and the readout as
+P = W^{L+1} / r: r = 1 with an explicit factor α in the forward pass, or, with `mup`
+installed and a base width given, a ``MuReadout(output_mult=α)`` after
+``set_base_shapes``, which applies α n0/n, so r = n0/n.  The optimizer's parameter
+groups carry each layer's numbers (docs/interop.md §2):
+
+* SGD: lr = γ_l / r_l² (γ_l the W-space rate of FiniteConstants), momentum μ, Nesterov,
+  weight_decay = δ_l / lr (δ_l the per-step shrink): torch's buffer is this package's D
+  divided by lr, and the decay term enters it as here;
+* Adam (torch's AdamW, decoupled decay first): lr = n^{-a_l} η_l n^{-c_l} / r_l, eps =
+  ε n^{-g_l} r_l / n^{-a_l} (the gradient of P is r_l n^{a_l} times the w-gradient,
+  and Adam's direction is unchanged when ε scales with the gradient),
+  weight_decay = δ_l / lr.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..engine.backend import get_backend
+from ..errors import SpecError
+from ..finite.network import FiniteNetwork
+from ..spec import MLP, Problem, Routine
+from ..spec.checks import check_int
+from .mup_config import TORCH_NONLINEARITIES, MupTranslation, from_mup
+
+
+def _import_torch():
+    try:
+        import torch
+    except ImportError:
+        raise SpecError("to_torch/from_torch need PyTorch: pip install 'tp_limits[torch]' "
+                        "(or pip install torch)") from None
+    return torch
+
+
+def _import_mup():
+    try:
+        import mup
+    except ImportError:
+        return None
+    return mup
+
+
+@dataclass
+class TorchModel:
+    """A torch ``module`` and ``optimizer`` that train as :func:`~tp_limits.train_finite`,
+    the per-example ``loss`` (this package's: batch mean, mse = ½ Σ over outputs), and
+    :meth:`train` to run a :class:`~tp_limits.Routine` on them."""
+
+    module: object
+    optimizer: object
+    loss: object
+
+    def train(self, routine: Routine, net: MLP) -> np.ndarray:
+        """Train on ``routine``'s batches; return f_eval (T+1, E, d_out) as train_finite
+        records it (the evaluation inputs before the first step and after each)."""
+        torch = _import_torch()
+        problem = Problem(net, routine)
+        Xe = torch.tensor(problem.eval_inputs, dtype=torch.float64)
+        out = np.zeros((problem.T + 1, problem.E, net.d_out))
+        with torch.no_grad():
+            out[0] = self.module(Xe).numpy()
+        for t in range(problem.T):
+            Xb, Yb = (torch.tensor(a, dtype=torch.float64) for a in problem.batch(t))
+            self.optimizer.zero_grad()
+            self.loss(self.module(Xb), Yb).backward()
+            self.optimizer.step()
+            with torch.no_grad():
+                out[t + 1] = self.module(Xe).numpy()
+        return out
+
+
+def _activation(torch, phi: str):
+    by_name = {v: k for k, v in TORCH_NONLINEARITIES.items()}
+    if phi in by_name:
+        return getattr(torch.nn, by_name[phi])()
+    if phi == "erf":
+        class Erf(torch.nn.Module):
+            def forward(self, x):
+                return torch.erf(x)
+        return Erf()
+    raise SpecError(f"no torch module for the nonlinearity {phi!r}")
+
+
+def _loss(torch, name: str):
+    if name == "mse":
+        return lambda f, y: 0.5 * ((f - y) ** 2).sum(dim=1).mean()
+    return lambda f, y: torch.nn.functional.cross_entropy(f, y)
+
+
+def _module_class(torch):
+    class TPMLP(torch.nn.Module):
+        """x ↦ α_r P φ(W^L ... φ(W^1 x)), bias-free, float64."""
+
+        def __init__(self, d_in, width, d_out, L, phi, readout):
+            super().__init__()
+            sizes = [d_in] + [width] * L
+            self.hidden = torch.nn.ModuleList(
+                torch.nn.Linear(sizes[l], sizes[l + 1], bias=False, dtype=torch.float64)
+                for l in range(L))
+            self.act = _activation(torch, phi)
+            self.readout = readout(width, d_out)
+            self.alpha = 1.0                  # the plain readout's factor (α; 1 with MuReadout)
+
+        def forward(self, x):
+            for layer in self.hidden:
+                x = self.act(layer(x))
+            return self.alpha * self.readout(x)
+    return TPMLP
+
+
+def to_torch(net: MLP, width: int, seed: int = 0, routine: Routine | None = None,
+             base_width: float | None = None) -> TorchModel:
+    """A :class:`TorchModel` (float64) with the initial weights of
+    ``train_finite(net, routine, width, seed=seed)`` and a torch optimizer that takes
+    the same steps under ``routine``'s optimizer and learning rate (without a routine:
+    plain SGD at η = 1).  With ``base_width`` (n0) and `mup` installed, the readout is
+    a ``mup.MuReadout`` and the model has ``set_base_shapes`` from a base model of
+    hidden width n0 (a genuine mup model; its weights and rates are still this
+    package's).  See the module docstring for the numbers."""
+    torch = _import_torch()
+    n = check_int(width, "width")
+    if not isinstance(net, MLP):
+        raise SpecError(f"net must be a tp.MLP, got {type(net).__name__}")
+    if routine is not None and not isinstance(routine, Routine):
+        raise SpecError(f"routine must be a tp.Routine or None, got {type(routine).__name__}")
+    mup = _import_mup() if base_width is not None else None
+    if base_width is not None and mup is None:
+        raise SpecError("base_width needs the mup package (pip install mup); without it "
+                        "leave base_width=None")
+    lr = routine.lr if routine is not None else 1.0
+    opt = Problem(net, routine).optimizer if routine is not None else None
+    nw = FiniteNetwork(net, n, lr, seed, get_backend("numpy"), np.float64, optimizer=opt)
+    const, alpha, L = nw.const, net.output_multiplier, net.L
+    TPMLP = _module_class(torch)
+    if mup is None:
+        model = TPMLP(net.d_in, n, net.d_out, L, net.phi,
+                      lambda i, o: torch.nn.Linear(i, o, bias=False, dtype=torch.float64))
+        model.alpha, r = alpha, 1.0
+    else:
+        n0 = check_int(base_width, "base_width")
+
+        def readout(i, o):
+            return mup.MuReadout(i, o, bias=False, output_mult=alpha, dtype=torch.float64)
+        model = TPMLP(net.d_in, n, net.d_out, L, net.phi, readout)
+        base = TPMLP(net.d_in, n0, net.d_out, L, net.phi, readout)
+        mup.set_base_shapes(model, base, rescale_params=False)
+        r = n0 / n
+    layers = list(model.hidden) + [model.readout]
+    scale = [1.0] * L + [r]
+    with torch.no_grad():
+        for layer, W, s in zip(layers, nw.W, scale):
+            layer.weight.copy_(torch.as_tensor(W / s))
+    optimizer = _optimizer(torch, nw.opt, const, layers, scale)
+    return TorchModel(model, optimizer, _loss(torch, Problem(net, routine).loss.name
+                                               if routine is not None else "mse"))
+
+
+def _optimizer(torch, opt, const, layers, scale):
+    """The torch optimizer of the module docstring, one parameter group per layer."""
+    shrink = opt.shrinks(const.decay)
+    groups = []
+    if opt.rule.name in ("sgd", "heavy_ball", "nesterov"):
+        for l, (layer, r) in enumerate(zip(layers, scale)):
+            rate = const.lr[l] / r ** 2
+            groups.append(dict(params=[layer.weight], lr=rate,
+                               weight_decay=shrink[l] / rate if rate else 0.0))
+        return torch.optim.SGD(groups, lr=groups[0]["lr"], momentum=opt.momentum,
+                               nesterov=opt.nesterov)
+    if opt.rule.name == "adam":
+        for l, (layer, r) in enumerate(zip(layers, scale)):
+            rate = const.w_scale[l] * const.adam_lr[l] / r
+            eps = opt.eps * const.eps_scale[l] * r / const.w_scale[l]
+            groups.append(dict(params=[layer.weight], lr=rate, eps=eps,
+                               weight_decay=shrink[l] / rate if rate else 0.0))
+        return torch.optim.AdamW(groups, lr=groups[0]["lr"], betas=opt.betas)
+    raise SpecError(f"to_torch has no torch optimizer for {opt}")
+
+
+def from_torch(module, lr: float, optimizer: str = "MuSGD",
+               optimizer_settings: dict | None = None, loss: str = "MSELoss",
+               init_std=None) -> MupTranslation:
+    """Read a `mup` MLP (bias-free ``nn.Linear`` layers, one activation module, a
+    ``MuReadout``, ``set_base_shapes`` called) into :func:`from_mup`: its widths, base
+    widths (from the weights' ``infshape``), ``output_mult`` and nonlinearity; the
+    optimizer, learning rate and loss are given as to from_mup.  ``init_std``: the
+    stds given to ``mup.init.normal_`` (None: estimated from the current weights,
+    which is exact only in distribution, so pass them when known)."""
+    torch = _import_torch()
+    if _import_mup() is None:
+        raise SpecError("from_torch reads mup models: pip install mup")
+    if not isinstance(module, torch.nn.Module):
+        raise SpecError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
+    acts = {type(m).__name__ for m in module.modules()
+            if type(m).__name__ in TORCH_NONLINEARITIES or type(m).__name__ == "Erf"}
+    if len(linears) < 2 or type(linears[-1]).__name__ != "MuReadout":
+        raise SpecError("from_torch needs nn.Linear layers ending in a mup.MuReadout")
+    if any(m.bias is not None for m in linears):
+        raise SpecError("the networks here have no biases: build the mup model with "
+                        "bias=False")
+    if len(acts) != 1:
+        raise SpecError(f"from_torch needs exactly one kind of activation module, found "
+                        f"{sorted(acts) or 'none'}")
+    if not all(hasattr(m.weight, "infshape") for m in linears):
+        raise SpecError("call mup.set_base_shapes(module, base) first (no infshape found)")
+    act = acts.pop()
+    phi = "erf" if act == "Erf" else TORCH_NONLINEARITIES[act]
+    hidden, readout = linears[:-1], linears[-1]
+    width = hidden[0].weight.shape[0]
+    # a dimension equal to its base is finite for mup (base_dim None): base = width there
+    bases = [m.weight.infshape[0].base_dim or m.weight.infshape[0].dim for m in hidden]
+    if init_std is None:
+        mults = [1.0] + [m.weight.infshape.width_mult() for m in hidden[1:]]
+        init_std = [float(m.weight.detach().std()) * math.sqrt(w)
+                    for m, w in zip(hidden, mults)] + [float(readout.weight.detach().std())]
+    return from_mup(hidden[0].weight.shape[1], width, readout.weight.shape[0],
+                    hidden_layers=len(hidden), base_width=bases, init_std=init_std,
+                    output_mult=readout.output_mult, nonlinearity=phi, optimizer=optimizer,
+                    lr=lr, optimizer_settings=optimizer_settings, loss=loss)
