@@ -33,3 +33,39 @@ def test_bad_and_closed_executors_are_refused():
     pool.shutdown()
     with pytest.raises(tp.SpecError, match="shut down"):
         check_executor(pool)
+
+
+def _slow(x):
+    import time
+    time.sleep(x)
+    return x
+
+
+def test_terminate_never_raises_and_stops_the_workers():
+    """The clean-up on Ctrl-C: after a shutdown that dropped the pool's table of processes
+    (as CPython 3.11's shutdown(cancel_futures=True) does), on a pool already shut down,
+    and twice in a row, it neither raises nor leaves a worker alive."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from tp_limits.engine.executors import terminate
+    pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"))
+    futures = [pool.submit(_slow, 30) for _ in range(4)]
+    procs = list(pool._processes.values())
+    assert procs
+    terminate(pool)
+    terminate(pool)
+    assert all(not p.is_alive() for p in procs)
+    assert all(f.cancelled() or f.done() for f in futures[2:])
+    dropped = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    dropped.submit(_slow, 0).result()
+    dropped._processes = None                       # what some Python versions leave
+    terminate(dropped)
+
+
+def test_a_task_the_pool_cannot_pickle_is_refused_with_its_part_named():
+    def local_fn(x):
+        return x
+    with pytest.raises(tp.SpecError, match=r"local_fn.*cannot be sent to worker processes"):
+        run_tasks(len, [(local_fn,)], executor=None)
+    assert run_tasks(len, [((1, 2),)], executor="serial") == [2]     # serial pickles nothing

@@ -54,3 +54,30 @@ def test_guarded_script_uses_the_process_pool(tmp_path):
     # the workers import the script as a module: its top level runs once per worker too,
     # which is exactly why the guard is needed
     assert res.stdout.count("top level ran") >= 2 and "done" in res.stdout
+
+
+def test_a_metric_the_pool_cannot_pickle_is_refused_before_any_work(tmp_path):
+    """The guarded script of a user who passes a lambda as lr_sweep's metric: one clear
+    SpecError naming the metric and the ways out, before the limit sweep runs, and no
+    traceback from the pool's clean-up (it used to be a pickling traceback, then an
+    AttributeError from the clean-up, or a hang)."""
+    code = BODY + textwrap.dedent("""
+        import time
+        def main():
+            started = time.perf_counter()
+            try:
+                tp.lr_sweep(tp.MLP(tp.mup(1), 2, 1), data, [0.1, 0.2, 0.4], widths=[32, 64],
+                            seeds=2, metric=lambda tr: float(tr.loss[-1]), executor=None)
+            except tp.SpecError as exc:
+                print("refused in", round(time.perf_counter() - started, 2), "s:", exc)
+
+        if __name__ == "__main__":
+            main()
+        """)
+    res = run_script(tmp_path, code)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "Traceback" not in res.stderr, res.stderr[-3000:]
+    line = next(l for l in res.stdout.splitlines() if l.startswith("refused in"))
+    assert "metric cannot be sent to worker processes" in line
+    assert "executor='serial'" in line and "Dask" in line
+    assert float(line.split()[2]) < 2.0                    # before the limit sweep's work

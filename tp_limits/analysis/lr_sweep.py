@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..abc.table import Table
-from ..engine.executors import Interrupted, completed, run_tasks
+from ..engine.executors import Interrupted, check_picklable, completed, run_tasks
 from ..engine.options import (
     MAX_WIDTH,
     check_executor,
@@ -375,6 +375,8 @@ def check_sweep(net: MLP, routine: Routine, lrs, widths=(), seeds=8, limit: bool
     check_int(particles, "particles", 2)
     check_int(replicates, "replicates", 2 if limit else 1, 10 ** 5)
     executor = check_executor(executor)
+    if widths and callable(metric):                  # the finite runs carry the metric
+        check_picklable(executor, metric=metric)
     check_train_kwargs(train_kwargs, "lr_sweep", ("seed", "record", "on_divergence"))
     if widths:                                       # the finite engine's own checks
         prepare_finite(net, routine, max(widths), **{**train_kwargs, "record": (),

@@ -22,11 +22,13 @@ import ast
 import contextlib
 import multiprocessing
 import os
+import pickle
 import signal
 import sys
 import warnings
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 
+from ..errors import SpecError
 from .options import check_executor
 
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
@@ -138,6 +140,8 @@ def run_tasks(fn, tasks: list, executor=None, progress: bool = False, desc: str 
             except KeyboardInterrupt:
                 raise Interrupted(out) from None
             return out
+        if uses_worker_processes(executor) and tasks:
+            check_picklable(executor, task=(fn, tasks[0]))       # a refusal, not a hang
         if executor is None:
             with process_pool(max(1, min(len(tasks), os.cpu_count() or 1))) as pool:
                 return _collect(pool, fn, tasks, bar)
@@ -170,13 +174,80 @@ def process_pool(workers: int):
 
 
 def terminate(pool: ProcessPoolExecutor) -> None:
-    """Cancel the queued tasks and stop the workers now (they ignore SIGINT)."""
-    pool.shutdown(wait=False, cancel_futures=True)
-    for proc in list(getattr(pool, "_processes", {}).values()):
-        if proc.is_alive():
-            proc.terminate()
-    for proc in list(getattr(pool, "_processes", {}).values()):
-        proc.join(timeout=5)
+    """Cancel the queued tasks and stop the workers now (they ignore SIGINT).
+
+    The workers are listed before the shutdown: on some Python versions
+    ``shutdown(cancel_futures=True)`` drops the pool's table of processes.  Never
+    raises: it runs while another exception (Ctrl-C, a failed task) is on its way."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    try:
+        pool.shutdown(wait=False, cancel_futures=True)
+    except Exception:                      # a broken pool: its workers are stopped below
+        pass
+    for proc in procs:
+        try:
+            if proc.is_alive():
+                proc.terminate()
+        except (OSError, ValueError):      # already gone, or closed
+            pass
+    for proc in procs:
+        try:
+            proc.join(timeout=5)
+        except (OSError, ValueError, AssertionError):
+            pass
+
+
+def uses_worker_processes(executor) -> bool:
+    """Whether ``executor`` (already checked) sends the runs to local worker processes,
+    which receive them pickled: the default pool (unless an unguarded script makes it
+    serial) or a ProcessPoolExecutor.  Dask pickles with cloudpickle, which takes
+    closures and lambdas too."""
+    if executor is None:
+        return not unguarded_script()
+    return isinstance(executor, ProcessPoolExecutor)
+
+
+def check_picklable(executor, **named) -> None:
+    """Refuse, before any work, an argument that worker processes cannot receive: each
+    ``name=value`` is pickled once when ``executor`` uses them (uses_worker_processes)."""
+    if not uses_worker_processes(executor):
+        return
+    for name, value in named.items():
+        bad = _unpicklable(value)
+        if bad is not None:
+            part, exc = bad
+            what = name if part is value else f"{name} (its part {_short(part)})"
+            raise SpecError(
+                f"{what} cannot be sent to worker processes ({type(exc).__name__}: "
+                f"{str(exc)[:120]}): define it as a function at the top level of a module "
+                "(not a lambda, nor a function inside another), or pass executor='serial', "
+                "or a Dask client, which pickles closures")
+
+
+def _short(obj) -> str:
+    """A function's qualified name (its end, where it is long), else a short repr."""
+    name = getattr(obj, "__qualname__", None)
+    if name:
+        return name if len(name) <= 80 else "..." + name[-77:]
+    text = repr(obj)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _unpicklable(value):
+    """(the innermost part of ``value`` that does not pickle, its error), or None; tuples,
+    lists and dict values are searched part by part."""
+    try:
+        pickle.dumps(value)
+        return None
+    except Exception as exc:
+        error = exc
+    parts = (value.values() if isinstance(value, dict) else
+             value if isinstance(value, (tuple, list)) else ())
+    for part in parts:
+        inner = _unpicklable(part)
+        if inner is not None:
+            return inner
+    return value, error
 
 
 @contextlib.contextmanager
