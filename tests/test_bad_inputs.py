@@ -186,6 +186,29 @@ for i, (net, kw) in enumerate([
 case("simulate_limit-mismatch", lambda: tp.simulate_limit(tp.MLP(tp.mup(1), 3, 1), d1()))
 case("simulate_limit-net", lambda: tp.simulate_limit(None, d1()))
 
+# options that do not apply are refused, not ignored
+ADAM1 = tp.MLP(tp.mup(1, optimizer="adam"), 2, 1)
+for i, (net, kw, routine) in enumerate([
+        (ADAM1, dict(partners=8), lambda: d1(optimizer=tp.Adam())),
+        (ADAM1, dict(debias_partners=False), lambda: d1(optimizer=tp.Adam())),
+        (MUP1, dict(zdot="tangent"), d1), (MUP2, dict(debias_partners=False), d1),
+        (tp.MLP(tp.mup(2), 2, 1, phi="id"), dict(zdot="tangent"), d1),
+        (NTP2, dict(method="monte_carlo"), d1), (NTP2, dict(method="quadrature"), d1),
+        (NTP2, dict(zdot="tangent"), d1)]):
+    case(f"simulate_limit-inapplicable-{i}",
+         lambda net=net, kw=kw, routine=routine: tp.simulate_limit(net, routine(), **kw))
+FINITE_AS_LIMIT = tp.Trajectory(f_eval=np.zeros((4, 3, 1)), f_train=np.zeros((3, 1, 1)),
+                                loss=np.zeros(3), meta={"engine": "finite", "width": 64})
+case("convergence-finite-limit",
+     lambda: tp.convergence(MUP1, d1(), [32, 64], seeds=2, limit=FINITE_AS_LIMIT))
+case("digits-no-training-split",
+     lambda: tp.datasets.digits(classes=2, test_fraction=0.9999))
+case("digits-batch-beyond-the-data",
+     lambda: tp.datasets.digits(classes=2).routine(lr=0.1, batch_size=10 ** 6))
+case("routine-none-in-X", lambda: tp.Routine([[1.0, None], [0.0, 1.0]], [[1.0], [0.0]], lr=0.1))
+case("lr_sweep-a-million-lrs",
+     lambda: tp.lr_sweep(MUP1, d1(), np.geomspace(1e-3, 1e3, 10 ** 6), widths=[32, 64]))
+
 # ---- kernels ----------------------------------------------------------------------------
 for i, fn in enumerate([
         lambda: tp.nngp(NTP2, np.zeros((2, 3))), lambda: tp.nngp(NTP2, X3, np.zeros((1, 3))),
@@ -266,6 +289,12 @@ LOADS = {
     "bad-meta": {"f_eval": np.ones(1), "f_train": np.ones(1), "loss": np.ones(1),
                  "meta_json": np.array("{bad")},
     "no-loss": {"f_eval": np.ones(1), "f_train": np.ones(1), "meta_json": np.array("{}")},
+    "1-D-f_eval": {"f_eval": np.ones(4), "f_train": np.ones((3, 1, 1)), "loss": np.ones(3),
+                   "meta_json": np.array("{}")},
+    "text-f_eval": {"f_eval": np.array([[["a"]]]), "f_train": np.ones((1, 1, 1)),
+                    "loss": np.ones(1), "meta_json": np.array("{}")},
+    "ragged-run": {"f_eval": np.ones((2, 1, 1)), "f_train": np.ones((3, 1, 1)),
+                   "loss": np.ones(2), "meta_json": np.array("{}")},
 }
 
 # ---- experiment files ------------------------------------------------------------------
@@ -400,3 +429,25 @@ def test_cli_bad_input_is_one_line_and_status_2(name, tmp_path, capsys):
 def test_the_sweep_is_large():
     """The issue asked for at least 300 bad inputs, all refused before any work."""
     assert len(CASES) + len(LOADS) + 1 + len(CLI_NAMES) >= 300
+
+
+@pytest.mark.parametrize("name, match", [
+    ("simulate_limit-inapplicable-0", "partners=8 does not apply to the one-hidden-layer"),
+    ("simulate_limit-inapplicable-2", "zdot='tangent' does not apply"),
+    ("simulate_limit-inapplicable-3", "debias_partners= apply to the deep limit"),
+    ("simulate_limit-inapplicable-5", "method='monte_carlo' does not apply.*kernel"),
+    ("convergence-finite-limit", "finite network's Trajectory"),
+    ("routine-none-in-X", r"X has a missing value \(None\) at row 0, column 1"),
+    ("digits-no-training-split", "both splits need at least one image"),
+    ("digits-batch-beyond-the-data", "batch_size = 1000000 exceeds"),
+    ("lr_sweep-a-million-lrs", "at most 1000"),
+])
+def test_the_error_names_what_was_wrong(name, match):
+    with pytest.raises(tp.TPError, match=match):
+        CASES[name]()
+
+
+def test_coord_check_with_no_steps_names_steps(capsys):
+    assert main(["coord-check", "mup", "--steps", "0", "--widths", "32,64"]) == 2
+    err = capsys.readouterr().err
+    assert "--steps 0" in err and "empty" not in err

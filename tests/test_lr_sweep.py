@@ -130,3 +130,22 @@ def test_closed_executor_is_refused():
     pool.shutdown()
     with pytest.raises(tp.SpecError, match="shut down"):
         tp.lr_sweep(LINEAR, d1(), [0.1, 0.2, 0.4], widths=[32, 64], executor=pool)
+
+
+def _nan_metric(traj):
+    return float("nan")
+
+
+def test_a_metric_that_returns_nan_is_named_not_counted_as_divergence():
+    net = tp.MLP(tp.mup(1), 2, 1)
+    with pytest.raises(tp.SpecError, match="metric _nan_metric returned nan for a run that "
+                                           "did not diverge"):
+        tp.lr_sweep(net, d1(), [0.1, 0.2, 0.4], widths=[32], seeds=1, limit=False,
+                    metric=_nan_metric, executor="serial", progress=False)
+
+
+def test_an_optimum_on_the_edge_of_the_grid_is_warned_about():
+    net = tp.MLP(tp.mup(1), 2, 1)
+    with pytest.warns(RuntimeWarning, match=r"edge of the grid \(32: η = 0.004\)"):
+        tp.lr_sweep(net, d1(), [0.001, 0.002, 0.004], widths=[32], seeds=2, limit=False,
+                    executor="serial", progress=False)

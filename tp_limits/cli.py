@@ -20,7 +20,7 @@ import sys
 
 from .abc import ABC, table
 from .abc.presets import PRESETS, from_options, mup, ntp, sp
-from .errors import DivergenceError, TPError
+from .errors import DivergenceError, SpecError, TPError
 
 
 def _split(text: str) -> list:
@@ -58,6 +58,9 @@ def _cmd_coord_check(args) -> int:
     param = _param_from_args(args)
     if args.plot:
         _check_writable_file(args.plot, "--plot")
+    if args.steps < 1:
+        raise SpecError(f"--steps {args.steps}: the coordinate check needs at least one "
+                        "training step")
     rng = np.random.default_rng(0)
     X = rng.standard_normal((args.steps, 2))
     Y = np.sin(X[:, :1] + X[:, 1:])

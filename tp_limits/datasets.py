@@ -43,6 +43,10 @@ class DataSet:
         ``n_eval`` test points (default all); ``optimizer`` as in :class:`Routine`."""
         B = check_int(batch_size, "batch_size")
         n = len(self.X_train)
+        if steps is None and B > n:
+            raise SpecError(f"batch_size = {B} exceeds the {n} training images: one pass "
+                            "has no full batch; lower batch_size or give steps= (the batches "
+                            "then cycle through the images)")
         steps = n // B if steps is None else check_int(steps, "steps")
         rows = np.arange(steps * B) % n
         n_eval = len(self.X_test) if n_eval is None else check_int(n_eval, "n_eval")
@@ -84,6 +88,10 @@ def digits(classes: int = 10, test_fraction: float = 0.2, n_train: int | None = 
     X, y = raw.data[keep].astype(np.float64), raw.target[keep].astype(np.int64)
     order = np.random.default_rng(seed).permutation(len(X))
     n_test = int(round(test_fraction * len(X)))
+    if not 0 < n_test < len(X):
+        raise SpecError(f"test_fraction = {test_fraction!r} of {len(X)} images leaves "
+                        f"{n_test} for testing and {len(X) - n_test} for training; both "
+                        "splits need at least one image")
     test, train = order[:n_test], order[n_test:]
     if n_train is not None:
         train = train[: check_int(n_train, "n_train", 1, len(train))]

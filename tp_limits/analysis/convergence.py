@@ -221,6 +221,10 @@ def check_limit(problem, limit, steps) -> None:
     """A given limit must be a complete Trajectory of the same problem, evaluated at ``steps``."""
     if not isinstance(limit, Trajectory):
         raise SpecError(f"limit must be a tp.Trajectory, got {type(limit).__name__}")
+    if limit.meta.get("engine") == "finite":
+        raise SpecError(f"limit is a finite network's Trajectory (width "
+                        f"{limit.meta.get('width')}), not an infinite-width limit: give "
+                        "tp.simulate_limit's result, or limit=None to simulate it here")
     other = problem_mismatch(problem, limit.meta)
     if other:
         raise SpecError("the given limit was computed for another problem: " + "; ".join(other))

@@ -42,6 +42,10 @@ METRICS = {"final_loss": ("min", False), "eval_loss": ("min", True),
 LIMIT = "inf"
 
 
+#: the most learning rates one sweep takes (each one is a run per width and seed)
+MAX_LRS = 1000
+
+
 def _metric_spec(metric, routine: Routine):
     """(name, goal, metric) for a metric name or callable, checked against the routine."""
     if callable(metric):
@@ -72,6 +76,10 @@ def _value(traj, metric, goal) -> tuple:
         return (math.inf if goal == "min" else -math.inf), True
     v = _measure(traj, metric)
     if not math.isfinite(v):
+        if callable(metric):
+            raise SpecError(f"the metric {getattr(metric, '__name__', 'metric')} returned {v} "
+                            "for a run that did not diverge; a metric must return a finite "
+                            "number (the sweep marks diverged runs itself)")
         return (math.inf if goal == "min" else -math.inf), True
     return v, False
 
@@ -300,8 +308,8 @@ def lr_sweep(net: MLP, routine: Routine, lrs, widths=(), seeds=8, limit: bool = 
     widths : finite widths (may be empty: the limit alone).
     seeds : a count or list of seeds per (width, η).
     limit : also simulate the infinite-width limit at every η.  A
-        parametrization without one (unstable, or trained by Adam) sweeps its
-        finite widths only, and ``no_limit`` says why.
+        parametrization without one (unstable, or Adam in the kernel regime) sweeps
+        its finite widths only, and ``no_limit`` says why.
     metric : 'final_loss' (training loss at the last step), 'eval_loss',
         'eval_accuracy' (held-out, need the Routine's eval_targets), or a
         function Trajectory -> float to minimize.  Diverged runs count as the
@@ -351,7 +359,30 @@ def lr_sweep(net: MLP, routine: Routine, lrs, widths=(), seeds=8, limit: bool = 
         vals = sweep.values(w)
         if vals.size and not np.any(np.isnan(vals)):
             optimal[w] = optimum(lrs, vals, goal)
+    _warn_at_the_edge(sweep)
     return sweep
+
+
+def _warn_at_the_edge(sweep) -> None:
+    """One warning naming the widths whose seed-mean curve is best at the first or last
+    grid point: the optimum may lie beyond the grid, and its interval says nothing."""
+    edge = []
+    for w in sweep.optimal_lr:
+        vals = sweep.values(w)
+        if not vals.size or np.all(np.isnan(vals)):
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean = np.nanmean(_cost(vals, sweep.goal), axis=1)
+        if np.all(~np.isfinite(mean)):
+            continue
+        i = int(np.argmin(np.where(np.isfinite(mean), mean, np.inf)))
+        if i in (0, len(sweep.lrs) - 1):
+            edge.append(f"{w}: η = {sweep.lrs[i]:g}")
+    if edge:
+        warnings.warn(f"lr_sweep: the best learning rate lies on the edge of the grid ("
+                      f"{'; '.join(edge)}): the optimum may lie beyond it; extend lrs",
+                      RuntimeWarning, stacklevel=3)
 
 
 def check_sweep(net: MLP, routine: Routine, lrs, widths=(), seeds=8, limit: bool = True,
@@ -365,6 +396,10 @@ def check_sweep(net: MLP, routine: Routine, lrs, widths=(), seeds=8, limit: bool
     lrs = tuple(sorted(finite_positive(lr, "lr") for lr in lrs))
     if len(lrs) < 3 or len(set(lrs)) != len(lrs):
         raise SpecError(f"lrs needs at least three distinct learning rates, got {lrs}")
+    if len(lrs) > MAX_LRS:
+        raise SpecError(f"lrs has {len(lrs)} learning rates; at most {MAX_LRS} (a grid of "
+                        "2^(1/8) steps spans 2^125 with that many): sweep a coarse grid, then "
+                        "a finer one around its optimum")
     widths = tuple(widths)
     widths = check_widths(widths, "lr_sweep") if len(widths) >= 2 else tuple(
         check_int(w, "width", 1, MAX_WIDTH) for w in widths)

@@ -164,6 +164,15 @@ class Trajectory:
             meta = json.loads(str(data["meta_json"]))
         except (json.JSONDecodeError, TypeError):
             raise TPError(f"{path!r}: its metadata are not valid JSON") from None
+        for key, ndim in (("f_eval", 3), ("f_train", 3), ("loss", 1), ("f_eval_se", 3)):
+            a = data.get(key)
+            if a is not None and (a.ndim != ndim or a.dtype.kind not in "fiu"):
+                raise TPError(f"{path!r} is not a Trajectory: its {key} is a {a.ndim}-D "
+                              f"{a.dtype} array (a Trajectory's is {ndim}-D numeric)")
+        if len(data["loss"]) != len(data["f_train"]) or len(data["f_eval"]) < len(data["loss"]):
+            raise TPError(f"{path!r} is not a Trajectory: {len(data['loss'])} losses, "
+                          f"{len(data['f_train'])} training outputs and {len(data['f_eval'])} "
+                          "evaluations do not describe one run")
         stats = {k[len("stats/"):]: v for k, v in data.items() if k.startswith("stats/")}
         layers = sum(k.startswith("weights/initial/") for k in data)
         weights = (Weights(*(tuple(data[f"weights/{when}/{l}"] for l in range(layers))

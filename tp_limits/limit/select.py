@@ -23,7 +23,10 @@ in the gradients (SGD with momentum; the kernel engine without weight decay,
 docs/theory.md §10).  The engines ask the optimizer's traits, never its name.
 
 ``method`` overrides the φ = id default ('monte_carlo' runs the particle
-engines on a linear network too).  Every engine checks, in its constructor,
+engines on a linear network too); in the kernel and trivial regimes it does not
+apply and is refused, as are the deep Monte Carlo engine's own knobs (``zdot``,
+``partners``, ``debias_partners``) wherever another engine runs: an option that
+would change nothing is an error, not silently ignored.  Every engine checks, in its constructor,
 the options that concern it and the memory it will need, so selecting an
 engine is the last step before any work.
 """
@@ -54,6 +57,11 @@ def select_engine(problem, options):
         refusal = opt.kernel_refusal(k.regime)
         if refusal:
             raise UnsupportedError(refusal)
+        if options.method is not None:
+            raise SpecError(f"method={options.method!r} does not apply: {param.label} is in the "
+                            f"{k.regime} regime, whose limit is kernel gradient descent from "
+                            "the NNGP and NTK (the kernel engine); leave method=None")
+        _refuse_deep_knobs(options, "the kernel-regime limit")
         return KernelEngine(problem, k, options)
     if options.method == "exact" and net.phi != "id":
         raise SpecError(f"method='exact' needs phi='id' (a closed form exists only for linear "
@@ -65,5 +73,22 @@ def select_engine(problem, options):
     exact = options.method == "exact" or (options.method is None and net.phi == "id"
                                           and opt.linear)
     if net.L == 1:
+        _refuse_deep_knobs(options, "the one-hidden-layer limit (its particles carry "
+                           "every optimizer's state themselves)")
         return (OneHiddenLinear if exact else ParticleEngine)(problem, k, options)
+    if exact:
+        _refuse_deep_knobs(options, "the exact deep linear limit")
     return (DeepLinear if exact else MonteCarloEngine)(problem, k, options)
+
+
+def _refuse_deep_knobs(options, where: str) -> None:
+    """The knobs of the deep Monte Carlo engine alone (zdot; partners and debias_partners,
+    for optimizers not linear in the gradients) refused, not ignored, elsewhere: a
+    value other than the default was asked for and would change nothing."""
+    asked = [f"{name}={value!r}" for name, value, default in (
+        ("zdot", options.zdot, "stein"), ("partners", options.partners, None),
+        ("debias_partners", options.debias_partners, True)) if value != default]
+    if asked:
+        raise SpecError(f"{', '.join(asked)} does not apply to {where}: zdot, partners and "
+                        "debias_partners are knobs of the deep (L >= 2) Monte Carlo engine; "
+                        "leave them at their defaults")

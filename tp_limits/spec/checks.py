@@ -107,6 +107,12 @@ def as_matrix(a, name: str, dtype=np.float64) -> np.ndarray:
         raise SpecError(f"{name} is empty (shape {arr.shape}); give at least one row and column")
     if not np.all(np.isfinite(arr)):
         bad = np.argwhere(~np.isfinite(arr))[0]
+        if not isinstance(a, np.ndarray) or a.dtype == object:    # None converts to NaN
+            cells = np.asarray(a, dtype=object).reshape(arr.shape)
+            missing = [i for i, v in np.ndenumerate(cells) if v is None]
+            if missing:
+                raise SpecError(f"{name} has a missing value (None) at row {missing[0][0]}, "
+                                f"column {missing[0][1]}; give numbers only")
         raise SpecError(f"{name} contains NaN or inf (first at row {bad[0]}, column {bad[1]})")
     arr.setflags(write=False)
     return arr

@@ -89,10 +89,11 @@ class MonteCarloEngine(FeatureLearningEngine):
         """(M, debias) for an optimizer that is not linear in the gradients (Adam,
         docs/theory.md §10.6); (0, False) for one that is."""
         if problem.optimizer.linear:
-            if options.partners is not None:
-                raise SpecError(f"partners= applies to the deep limit of optimizers that are "
-                                f"not linear in the gradients (Adam training only, of those "
-                                f"built); {problem.optimizer} follows a schedule instead")
+            if options.partners is not None or not options.debias_partners:
+                raise SpecError(f"partners= and debias_partners= apply to the deep limit of "
+                                f"optimizers that are not linear in the gradients (Adam "
+                                f"training only, of those built); {problem.optimizer} follows "
+                                "a schedule instead")
             return 0, False
         N, debias = self.particles, options.debias_partners
         most = N // 2 if debias else N
