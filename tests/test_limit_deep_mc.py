@@ -2,7 +2,7 @@
 each other, and finite networks."""
 import numpy as np
 import pytest
-from conftest import D1, N8, agree, differ, welch_dof, within_se
+from conftest import D1, N8, agree, d1, differ, welch_dof, within_se
 
 import tp_limits as tp
 
@@ -335,3 +335,18 @@ def test_tangent_columns_are_ordered_by_step():
             drawn = np.concatenate([tan.col_F(m, j[:B * (t + 1)])] * (m >= 2)
                                    + [tan.col_G(m, j[:B * t])] * (m <= L - 1))
             assert np.array_equal(np.sort(drawn), np.arange(len(drawn)))
+
+
+def test_an_overflowing_deep_limit_is_a_divergence_with_its_layer():
+    """lr = 1e308: the law of the next layer's hats is no longer finite. A DivergenceError
+    names the step and layer (it used to be numpy's LinAlgError from the eigensolver),
+    and on_divergence='stop' keeps the steps before it."""
+    net = tp.MLP(tp.mup(2), 2, 1)
+    with pytest.raises(tp.DivergenceError, match="step 1: pre-activation h .* of layer 2"):
+        tp.simulate_limit(net, d1(lr=1e308), particles=2000, replicates=2)
+    tr = tp.simulate_limit(net, d1(lr=1e308), particles=2000, replicates=2,
+                           on_divergence="stop")
+    assert (tr.divergence.step, tr.divergence.layer, tr.completed_steps) == (1, 2, 1)
+    # the state after step 0 could not be evaluated: its row is NaN, as unevaluated rows are
+    assert tr.f_eval.shape[0] == 2 and np.all(np.isfinite(tr.f_eval[0]))
+    assert np.all(np.isnan(tr.f_eval[1])) and np.all(np.isfinite(tr.loss))

@@ -1,5 +1,6 @@
 """Learning-rate sweeps (tp.lr_sweep): optima per width and in the limit, metrics, data,
 executors (a Dask cluster included) and bad input."""
+import io
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -149,3 +150,34 @@ def test_an_optimum_on_the_edge_of_the_grid_is_warned_about():
     with pytest.warns(RuntimeWarning, match=r"edge of the grid \(32: η = 0.004\)"):
         tp.lr_sweep(net, d1(), [0.001, 0.002, 0.004], widths=[32], seeds=2, limit=False,
                     executor="serial", progress=False)
+
+
+def _raising_metric(traj):
+    raise RuntimeError("boom")
+
+
+def test_a_metric_that_raises_is_named_at_its_first_run():
+    with pytest.raises(tp.SpecError, match="metric _raising_metric raised RuntimeError: boom"):
+        tp.lr_sweep(tp.MLP(tp.mup(1), 2, 1), d1(), [0.1, 0.2, 0.4], widths=[32], seeds=1,
+                    metric=_raising_metric, executor="serial", progress=False)
+
+
+def test_plots_of_partial_and_all_diverged_sweeps_draw_what_exists():
+    """An interrupted sweep (a width without runs, hence without an optimum) and one whose
+    every run diverged (NaN optima) still draw: the report of a PARTIAL or failed sweep
+    must not fail on its figure."""
+    import dataclasses
+
+    import matplotlib
+    matplotlib.use("Agg")
+    net = tp.MLP(tp.mup(1), 2, 1)
+    sw = tp.lr_sweep(net, d1(), [0.1, 0.2, 0.4], widths=[32, 64], seeds=2, limit=False,
+                     executor="serial", progress=False)
+    partial = dataclasses.replace(
+        sw, records=tuple(r for r in sw.records if r["width"] != 64),
+        optimal_lr={32: sw.optimal_lr[32]}, interrupted=True)
+    partial.plot().savefig(io.BytesIO(), format="png")
+    gone = tp.lr_sweep(net, d1(), [1e4, 1e5, 1e6], widths=[32, 64], seeds=2,
+                       limit=False, executor="serial", progress=False)
+    assert all(np.isnan(gone.optimal_lr[w][0]) for w in (32, 64))
+    gone.plot().savefig(io.BytesIO(), format="png")

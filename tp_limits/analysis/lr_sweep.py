@@ -74,7 +74,14 @@ def _value(traj, metric, goal) -> tuple:
     """(metric value, diverged): a diverged run counts as the worst value."""
     if traj.diverged or traj.steps == 0:
         return (math.inf if goal == "min" else -math.inf), True
-    v = _measure(traj, metric)
+    try:
+        v = _measure(traj, metric)
+    except Exception as exc:
+        if not callable(metric):
+            raise
+        raise SpecError(f"the metric {getattr(metric, '__name__', 'metric')} raised "
+                        f"{type(exc).__name__}: {exc} (on the first run it was given; the "
+                        "sweep stopped there)") from exc
     if not math.isfinite(v):
         if callable(metric):
             raise SpecError(f"the metric {getattr(metric, '__name__', 'metric')} returned {v} "
@@ -206,18 +213,26 @@ class LRSweep:
         fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
         lrs = np.array(self.lrs, float)
         colours = plt.cm.viridis(np.linspace(0.1, 0.85, max(len(self.widths), 1)))
-        for w, col in zip(self.widths, colours):
-            v = np.where(np.isfinite(self.values(w)), self.values(w), np.nan)
-            ax.plot(lrs, np.nanmean(v, axis=1), "o-", ms=3, color=col, label=f"n = {w}")
-            ax.axvline(self.optimal_lr[w][0], color=col, ls=":", lw=1)
-        if LIMIT in self.optimal_lr:
-            v = np.where(np.isfinite(self.values(LIMIT)), self.values(LIMIT), np.nan)
-            mean = np.nanmean(v, axis=1)
-            ax.plot(lrs, mean, "k-", lw=2, label="limit (n = ∞)")
-            if v.shape[1] > 1:
-                se = np.nanstd(v, axis=1, ddof=1) / np.sqrt(v.shape[1])
-                ax.fill_between(lrs, mean - 2 * se, mean + 2 * se, color="k", alpha=0.2)
-            ax.axvline(self.optimal_lr[LIMIT][0], color="k", ls="--", lw=1)
+        # an interrupted sweep lacks some runs and optima, a diverged one has NaN optima:
+        # draw what exists (the figure of a PARTIAL report)
+        found = {w: o for w, o in self.optimal_lr.items() if np.all(np.isfinite(o))}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)      # all-NaN rows: not drawn
+            for w, col in zip(self.widths, colours):
+                v = np.where(np.isfinite(self.values(w)), self.values(w), np.nan)
+                ax.plot(lrs, np.nanmean(v, axis=1), "o-", ms=3, color=col, label=f"n = {w}")
+                if w in found:
+                    ax.axvline(found[w][0], color=col, ls=":", lw=1)
+            if LIMIT in self.optimal_lr:
+                v = np.where(np.isfinite(self.values(LIMIT)), self.values(LIMIT), np.nan)
+                mean = np.nanmean(v, axis=1)
+                ax.plot(lrs, mean, "k-", lw=2, label="limit (n = ∞)")
+                if v.shape[1] > 1:
+                    se = np.nanstd(v, axis=1, ddof=1) / np.sqrt(v.shape[1])
+                    ax.fill_between(lrs, mean - 2 * se, mean + 2 * se, color="k", alpha=0.2)
+                if LIMIT in found:
+                    ax.axvline(found[LIMIT][0], color="k", ls="--", lw=1)
+        ax.set_xlim(lrs.min() / 1.2, lrs.max() * 1.2)     # set even when nothing is drawn
         ax.set_xscale("log")
         finite = np.array([r["value"] for r in self.records if np.isfinite(r["value"])])
         if finite.size and np.all(finite > 0):
@@ -227,21 +242,28 @@ class LRSweep:
             r["diverged"] for r in self.records) else ""))
         ax.set_title(f"{self.label}: {self.metric} against η")
         ax.legend(fontsize=7)
+        shown = [w for w in self.widths if w in found]
         if self.widths:
-            n = np.array(self.widths, float)
-            opt = np.array([self.optimal_lr[w] for w in self.widths])
-            bx.errorbar(n, opt[:, 0], yerr=[opt[:, 0] - opt[:, 1], opt[:, 2] - opt[:, 0]],
-                        marker="o", capsize=3, label="finite widths (95 % interval)")
-            if LIMIT in self.optimal_lr:
-                lr, lo, hi = self.optimal_lr[LIMIT]
+            if shown:
+                n = np.array(shown, float)
+                opt = np.array([found[w] for w in shown])
+                bx.errorbar(n, opt[:, 0], yerr=[opt[:, 0] - opt[:, 1], opt[:, 2] - opt[:, 0]],
+                            marker="o", capsize=3, label="finite widths (95 % interval)")
+            if LIMIT in found:
+                lr, lo, hi = found[LIMIT]
                 bx.axhline(lr, color="k", lw=2, label="limit")
                 bx.axhspan(lo, hi, color="k", alpha=0.15)
-            width_axis(bx, self.widths)
-            bx.set_yscale("log")
+            if shown or LIMIT in found:
+                width_axis(bx, self.widths)
+                bx.set_yscale("log")
+            else:                               # no data: no log axes either
+                bx.text(0.5, 0.5, "no optimum: every run diverged or did not finish",
+                        ha="center", va="center", transform=bx.transAxes)
             bx.set_ylabel("optimal η")
             bx.set_title("where the optimum goes" + (f" (no limit: {self.no_limit})"
                                                       if self.no_limit else ""), fontsize=9)
-            bx.legend(fontsize=7)
+            if shown or LIMIT in found:
+                bx.legend(fontsize=7)
         fig.tight_layout()
         return fig
 

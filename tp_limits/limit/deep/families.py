@@ -29,6 +29,11 @@ def _host(a):
     return a.get() if hasattr(a, "get") else a
 
 
+
+class NonFiniteLaw(ArithmeticError):
+    """The Gaussian law of new hats has a non-finite covariance: the run has diverged
+    (the engine reports the step and layer)."""
+
 class Family:
     """Stored vectors and hats of one hat family, with cached Gram matrices.
 
@@ -88,7 +93,10 @@ class Family:
             cond = K0 - kappa.T @ beta
         # the m x m root on the host for every backend: eigenvector signs are arbitrary, and
         # one LAPACK keeps a device run's hats those of the host run with the same draws
-        w, Q = np.linalg.eigh(_host((cond + cond.T) / 2))
+        C = _host((cond + cond.T) / 2)
+        if not np.all(np.isfinite(C)):
+            raise NonFiniteLaw("the conditional covariance of the new hats is not finite")
+        w, Q = np.linalg.eigh(C)
         w = np.where(w > RCOND * max(float(np.max(np.diag(_host(K0)))), 0.0), w, 0.0)
         eps = xp.ascontiguousarray(draws.normal((m, N)))
         hats = self.passes.times_rows(xp.asarray((Q * np.sqrt(w)).T), eps)

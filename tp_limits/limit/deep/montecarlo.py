@@ -43,9 +43,10 @@ import numpy as np
 
 from ...engine.backend import get_backend
 from ...engine.steps import StepLoop, check_size
+from ...errors import DivergenceError
 from ..result import LimitResult
 from ..sampling import Draws, SobolPrefix
-from .families import Family
+from .families import Family, NonFiniteLaw
 from .passes import passes_for
 from .zdot import make_estimator
 
@@ -195,7 +196,10 @@ class DeepRun:
         txs = [self._activation_tangent(ths[0], hs[0])]
         for l in range(2, self.L + 1):
             F, G, x = self.F[l], self.G[l], xs[-1]
-            hat, info = F.sample(x, self.draws, store_rows=stored)
+            try:
+                hat, info = F.sample(x, self.draws, store_rows=stored)
+            except (NonFiniteLaw, np.linalg.LinAlgError):
+                raise DivergenceError(t, l, "pre-activation h (its Gaussian law)") from None
             k0, kG = F.k, G.k
             zc = z.forward(l, x, txs[-1], G) if kG else self.xp.zeros((0, len(x)))
             coef = self._coefficients(F, G, x, info[0], l, zc, t)
