@@ -290,3 +290,37 @@ def test_optimizer_keys_come_from_the_optimizers_declarations():
         build(with_(adam, "routine", nesterov=True))
     with pytest.raises(ExperimentError, match="nesterov must be true or false"):
         build(with_(SMALL, "routine", nesterov=1))
+
+
+def test_a_second_run_into_the_same_out_is_refused_at_once(tmp_path):
+    """While one run holds --out (its lock beside the folder, naming its live process), a
+    second fails before any work; a lock left by a process that is gone is taken over."""
+    import os
+
+    from tp_limits.experiment.report import claimed_output
+    out = tmp_path / "out"
+    with claimed_output(out):
+        assert (tmp_path / ".out.lock").read_text() == str(os.getpid())
+        with pytest.raises(tp.TPError, match=r"another run \(process \d+\) is writing"):
+            with claimed_output(out):
+                pass
+    assert not (tmp_path / ".out.lock").exists()
+    (tmp_path / ".out.lock").write_text("999999999")            # no such process
+    with claimed_output(out):
+        pass
+
+
+def test_output_folders_that_cannot_take_the_report_are_refused_up_front(tmp_path):
+    from tp_limits.experiment.report import check_output_folder
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "old.txt").write_text("x")
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    with pytest.raises(tp.TPError, match="symbolic link"):
+        check_output_folder(link, force=True)
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(tp.TPError, match="is a file, not a folder"):
+        check_output_folder(afile / "sub" / "out")
+    assert check_output_folder(real, force=True) == real

@@ -87,7 +87,7 @@ def _check_writable_file(path: str, option: str) -> None:
 
 def _run_experiment(exp, out: str, executor, force: bool = False) -> int:
     from .experiment import console_table, run, write_report
-    from .experiment.report import check_output_folder
+    from .experiment.report import check_output_folder, claimed_output
 
     check_output_folder(out, force)
     print(f"{exp.name}\n  {exp.net.param.label}, L = {exp.net.L}, phi = {exp.net.phi}; "
@@ -95,8 +95,9 @@ def _run_experiment(exp, out: str, executor, force: bool = False) -> int:
           f"{exp.limit['replicates']} replicates"
           + (f"; finite: widths {list(exp.finite['widths'])} x {exp.finite['seeds']} seeds"
              if exp.finite else ""))
-    res = run(exp, progress=True, executor=executor)
-    files = write_report(res, out, force=force)
+    with claimed_output(out):
+        res = run(exp, progress=True, executor=executor)
+        files = write_report(res, out, force=force)
     if not res.complete:
         print(f"tp-limits: interrupted {res.interrupted}; wrote the PARTIAL result "
               f"({len(files)} files) to {out}/", file=sys.stderr)
@@ -131,7 +132,7 @@ def _cmd_run(args) -> int:
 
 def _cmd_sweep(args) -> int:
     from .experiment import load, run_sweep, write_sweep_report
-    from .experiment.report import check_output_folder
+    from .experiment.report import check_output_folder, claimed_output
 
     exp = load(args.config)
     if not exp.sweep:
@@ -145,8 +146,9 @@ def _cmd_sweep(args) -> int:
     print(f"{exp.name}\n  {exp.net.param.label}, L = {exp.net.L}, phi = {exp.net.phi}; "
           f"{len(s['lrs'])} learning rates x widths {list(s['widths'])} x {s['seeds']} seeds"
           + (" + the limit" if s["limit"] else ""))
-    res = run_sweep(exp, progress=True, executor="serial" if args.serial else None)
-    files = write_sweep_report(res, args.out, force=args.force)
+    with claimed_output(args.out):
+        res = run_sweep(exp, progress=True, executor="serial" if args.serial else None)
+        files = write_sweep_report(res, args.out, force=args.force)
     if not res.complete:
         print(f"tp-limits: interrupted; wrote the PARTIAL sweep ({len(files)} files) to "
               f"{args.out}/", file=sys.stderr)

@@ -15,6 +15,7 @@ that looks complete; an interrupted run's report says PARTIAL at the top.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -255,20 +256,77 @@ def _markdown(res: ExperimentResult, s: dict, files: list) -> str:
 
 
 def check_output_folder(out, force: bool = False) -> Path:
-    """Refuse, before any work, an output path that is a file, or a non-empty folder
-    (which would mix two runs) unless ``force``."""
+    """Refuse, before any work, an output path that cannot take the report: a file, a
+    symbolic link, a non-empty folder (which would mix two runs) unless ``force`` (and
+    then one this process may remove), or a path whose nearest existing parent is a
+    file or not writable."""
     out = Path(out)
+    if out.is_symlink():
+        raise ExperimentError(f"--out {out} is a symbolic link; give a real folder (the "
+                              "report replaces the folder, which would not follow the link)")
     if out.exists() and not out.is_dir():
         raise ExperimentError(f"--out {out} is a file; give a folder")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise ExperimentError(f"output folder {out} is not empty; choose another --out, or "
-                              "pass --force to replace its contents")
-    parent = out.resolve().parent
+    if out.is_dir() and any(out.iterdir()):
+        if not force:
+            raise ExperimentError(f"output folder {out} is not empty; choose another --out, "
+                                  "or pass --force to replace its contents")
+        if not (os.access(out, os.W_OK | os.X_OK) and os.access(out.parent, os.W_OK)):
+            raise ExperimentError(f"--force cannot replace {out}: it, or its parent folder, "
+                                  "is not writable")
+    parent = out.absolute().parent
     while not parent.exists():
         parent = parent.parent
+    if not parent.is_dir():
+        raise ExperimentError(f"cannot create {out}: {parent} is a file, not a folder")
     if not os.access(parent, os.W_OK):
         raise ExperimentError(f"cannot create {out}: {parent} is not writable")
     return out
+
+
+@contextlib.contextmanager
+def claimed_output(out):
+    """Hold ``out`` for this process while a run writes to it: a lock file beside it,
+    created exclusively, so a second run started into the same ``--out`` fails at once
+    with a clear message instead of both writing through one staging folder.  A lock
+    whose process is gone is taken over."""
+    out = Path(out)
+    out.absolute().parent.mkdir(parents=True, exist_ok=True)
+    lock = out.absolute().parent / f".{out.name}.lock"
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            break
+        except FileExistsError:
+            holder = _lock_holder(lock)
+            if holder is not None and _alive(holder):
+                raise ExperimentError(f"another run (process {holder}) is writing to {out}; "
+                                      "wait for it to finish or choose another --out") from None
+            lock.unlink(missing_ok=True)            # its process is gone: a stale lock
+    else:
+        raise ExperimentError(f"cannot claim {out}: {lock} keeps coming back")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(str(os.getpid()))
+    try:
+        yield out
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+def _lock_holder(lock: Path):
+    try:
+        return int(lock.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _staged(out, force: bool, write) -> list:
@@ -298,7 +356,10 @@ def write_report(res: ExperimentResult, out, force: bool = False) -> list:
     ``force``).  On failure the staging folder is left, named as incomplete.
     """
     def write(stage):
-        files = _figures(res, stage / "figures") + _trajectories(res, stage / "trajectories")
+        # the data first: when the disk fills or a figure fails, the trajectories are kept
+        # in the staging folder the error names
+        trajectories = _trajectories(res, stage / "trajectories")
+        files = _figures(res, stage / "figures") + trajectories
         files += ["summary.md", "summary.json", "config.json"]
         s = summary(res)
         _json(stage / "config.json", res.experiment.config)
