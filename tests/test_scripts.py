@@ -81,3 +81,40 @@ def test_a_metric_the_pool_cannot_pickle_is_refused_before_any_work(tmp_path):
     assert "metric cannot be sent to worker processes" in line
     assert "executor='serial'" in line and "Dask" in line
     assert float(line.split()[2]) < 2.0                    # before the limit sweep's work
+
+
+def test_pool_workers_die_when_their_parent_is_killed(tmp_path):
+    """SIGKILL runs no clean-up in the parent: the workers must not outlive it (they ask
+    the kernel to be killed with it)."""
+    import signal
+    import time
+    if not sys.platform.startswith("linux"):
+        pytest.skip("PR_SET_PDEATHSIG is Linux's")
+    path = tmp_path / "hang.py"
+    path.write_text(textwrap.dedent("""
+        import time
+        from tp_limits.engine.executors import process_pool
+
+        def slow(x):
+            time.sleep(60)
+
+        if __name__ == "__main__":
+            with process_pool(2) as pool:
+                futures = [pool.submit(slow, i) for i in range(2)]
+                time.sleep(3)
+                print(*pool._processes, flush=True)
+                time.sleep(60)
+        """))
+    proc = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, text=True)
+    workers = [int(p) for p in proc.stdout.readline().split()]
+    assert len(workers) == 2
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    deadline = time.time() + 10
+    while time.time() < deadline and any(os.path.exists(f"/proc/{p}") and
+                                         "Z" not in open(f"/proc/{p}/stat").read().split()[2]
+                                         for p in workers):
+        time.sleep(0.2)
+    alive = [p for p in workers if os.path.exists(f"/proc/{p}")
+             and open(f"/proc/{p}/stat").read().split()[2] != "Z"]
+    assert not alive, f"workers {alive} outlived their killed parent"

@@ -69,8 +69,25 @@ def single_threaded_children():
 
 
 def _ignore_sigint():
-    """Pool workers leave Ctrl-C to the parent, which cancels and terminates them."""
+    """Pool workers leave Ctrl-C to the parent, which cancels and terminates them; and
+    they die with it, even when it is killed outright (SIGKILL runs no clean-up)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
+
+
+def _die_with_parent() -> None:
+    """Linux: ask the kernel to kill this process when its parent dies (PR_SET_PDEATHSIG);
+    elsewhere nothing (the parent's clean-up on Ctrl-C still stops the workers)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)                  # 1 = PR_SET_PDEATHSIG
+        if os.getppid() == 1:                          # the parent died before the call
+            os._exit(1)
+    except (OSError, AttributeError):
+        pass
 
 
 def unguarded_script() -> bool:
