@@ -79,3 +79,31 @@ def test_option_tables_in_the_docs_are_the_declared_ones():
                 path.write_text(text[:a] + "\n" + table + "\n" + text[b:], encoding="utf-8")
             stale.append(f"{name} ({start})")
     assert not stale or os.environ.get("TP_WRITE_DOCS"), f"stale generated tables: {stale}"
+
+
+def test_the_docs_claims_about_lr_sweep_rows_match_the_code():
+    """docs/api.md and docs/theory.md say which sweeps have an ∞ row: a feature-learning
+    Adam sweep has one; an unstable SP sweep and Adam in the kernel regime do not, and
+    say why. Each claim is checked against what lr_sweep does."""
+    import numpy as np
+    from conftest import d1
+
+    import tp_limits as tp
+    api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    theory = (ROOT / "docs" / "theory.md").read_text(encoding="utf-8")
+    assert "a\nfeature-learning Adam sweep has its `\"inf\"` row" in api
+    assert "Adam has one in the feature-learning\n  regime" in theory
+    kw = dict(widths=(), seeds=1, particles=2_000, replicates=2, progress=False,
+              executor="serial")
+    lrs = [0.01, 0.02, 0.04]
+    adam = tp.lr_sweep(tp.MLP(tp.mup(1, optimizer="adam"), 2, 1), d1(optimizer=tp.Adam()),
+                       lrs, **kw)
+    assert "inf" in adam.optimal_lr and not adam.no_limit
+    assert np.isfinite(adam.optimal_lr["inf"][0])
+    sp = tp.lr_sweep(tp.MLP(tp.sp(2), 2, 1), d1(), lrs, **{**kw, "widths": [32, 64]})
+    assert "inf" not in sp.optimal_lr and "unstable" in sp.no_limit
+    ntk_adam = tp.ABC([0, "1/2", "1/2"], [0, 0, 0], ["1/2", 1, "1/2"], optimizer="adam")
+    assert ntk_adam.classify().regime == "kernel"
+    kr = tp.lr_sweep(tp.MLP(ntk_adam, 2, 1), d1(optimizer=tp.Adam()), lrs,
+                     **{**kw, "widths": [32, 64]})
+    assert "inf" not in kr.optimal_lr and "kernel" in kr.no_limit
