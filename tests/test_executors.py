@@ -69,3 +69,25 @@ def test_a_task_the_pool_cannot_pickle_is_refused_with_its_part_named():
     with pytest.raises(tp.SpecError, match=r"local_fn.*cannot be sent to worker processes"):
         run_tasks(len, [(local_fn,)], executor=None)
     assert run_tasks(len, [((1, 2),)], executor="serial") == [2]     # serial pickles nothing
+
+
+def _die_on_three(x):
+    import os
+    import time
+    if x == 3:
+        time.sleep(1.0)           # the quick runs finish first
+        os._exit(1)               # a worker killed mid-run (out of memory, say)
+    return x * 10
+
+
+def test_a_lost_worker_keeps_the_finished_runs():
+    """A worker that dies (BrokenProcessPool locally; KilledWorker on Dask) stops the runs
+    as Ctrl-C does: the finished results are kept, in order, with a warning naming the
+    cause, and the studies treat it as an interruption."""
+    from tp_limits.engine.executors import Interrupted, WorkersLost
+    with pytest.warns(RuntimeWarning, match="a worker was lost"):
+        with pytest.raises(WorkersLost) as info:
+            run_tasks(_die_on_three, [(i,) for i in range(4)], executor=None)
+    assert isinstance(info.value, Interrupted)
+    assert info.value.results[:3] == [0, 10, 20] and info.value.results[3] is None
+    assert type(info.value.cause).__name__ == "BrokenProcessPool"

@@ -45,6 +45,24 @@ class Interrupted(KeyboardInterrupt):
         self.results = results
 
 
+class WorkersLost(Interrupted):
+    """A worker process died under :func:`run_tasks` (killed, out of memory; a broken
+    local pool, Dask's KilledWorker): the study stops as on Ctrl-C, keeping ``results``
+    that had finished, and ``cause`` says what happened."""
+
+    def __init__(self, results: list, cause: BaseException):
+        super().__init__(results)
+        self.cause = cause
+
+
+#: exceptions of a future that mean its worker was lost, not that the task failed
+_LOST = ("BrokenProcessPool", "BrokenExecutor", "KilledWorker")
+
+
+def _worker_lost(exc: BaseException) -> bool:
+    return any(c.__name__ in _LOST for c in type(exc).__mro__)
+
+
 def completed(traj):
     """A run inside a study: a Ctrl-C that cut it short (the engines return the partial
     run) stops the whole study instead of letting the next run start."""
@@ -292,16 +310,34 @@ def submit_all(pool: Executor, fn, arg_lists) -> list:
 def _collect(pool: Executor, fn, tasks, bar) -> list:
     futures = {fut: i for i, fut in enumerate(submit_all(pool, fn, tasks))}
     out = [None] * len(tasks)
+    lost = None
     try:
         for fut in as_completed(futures):
-            out[futures[fut]] = fut.result()
+            try:
+                out[futures[fut]] = fut.result()
+            except Exception as exc:
+                if not _worker_lost(exc):
+                    raise
+                lost = exc                             # keep collecting what finished
+                continue
             if bar is not None:
                 bar.update()
     except KeyboardInterrupt:
-        for fut in futures:
-            fut.cancel()
-        for fut, i in futures.items():                 # keep what finished meanwhile
-            if fut.done() and not fut.cancelled() and fut.exception() is None:
-                out[i] = fut.result()
+        _keep_finished(futures, out)
         raise Interrupted(out) from None
+    if lost is not None:
+        _keep_finished(futures, out)
+        warnings.warn(f"tp_limits: a worker was lost ({type(lost).__name__}: "
+                      f"{str(lost)[:150]}); {sum(r is not None for r in out)} of {len(out)} "
+                      "runs had finished and are kept", RuntimeWarning, stacklevel=4)
+        raise WorkersLost(out, lost)
     return out
+
+
+def _keep_finished(futures: dict, out: list) -> None:
+    """Cancel what has not started; copy into ``out`` every result that finished."""
+    for fut in futures:
+        fut.cancel()
+    for fut, i in futures.items():
+        if fut.done() and not fut.cancelled() and fut.exception() is None:
+            out[i] = fut.result()
