@@ -205,6 +205,14 @@ case("digits-no-training-split",
      lambda: tp.datasets.digits(classes=2, test_fraction=0.9999))
 case("digits-batch-beyond-the-data",
      lambda: tp.datasets.digits(classes=2).routine(lr=0.1, batch_size=10 ** 6))
+def _many_eval_inputs():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((20, 2))
+    return tp.Routine(X, X[:, :1], lr=0.1, eval_inputs=rng.standard_normal((60_000, 2)))
+
+
+# the (T+1)·E·E feature kernels the statistics would record do not fit: refused up front
+case("train_finite-feature-kernel-memory", lambda: tp.train_finite(MUP2, _many_eval_inputs(), 64))
 case("routine-none-in-X", lambda: tp.Routine([[1.0, None], [0.0, 1.0]], [[1.0], [0.0]], lr=0.1))
 case("lr_sweep-a-million-lrs",
      lambda: tp.lr_sweep(MUP1, d1(), np.geomspace(1e-3, 1e3, 10 ** 6), widths=[32, 64]))

@@ -346,3 +346,22 @@ def test_phi_cache_where_it_pays(phi, d, cached):
     r = tp.Routine(np.ones((4, d)) / d, np.ones((4, 1)), lr=0.1, batch_size=2, steps=2)
     tr = tp.simulate_limit(net, r, particles=1000, replicates=1, method="monte_carlo")
     assert tr.meta["phi_cache"] is cached
+
+
+def test_record_nothing_allocates_no_coordinate_moments():
+    """record=() keeps no (T+1)·E·E feature kernel in the one-hidden engine (it used to be
+    allocated, and filled with NaN, whatever was recorded)."""
+    from tp_limits.limit.one_hidden import engine as one_hidden_engine
+    made = []
+    real = one_hidden_engine.LimitResult.empty
+
+    def spy(*args, **kwargs):
+        res = real(*args, **kwargs)
+        made.append(res.moments)
+        return res
+    import pytest as _pytest
+    with _pytest.MonkeyPatch.context() as mp:
+        mp.setattr(one_hidden_engine.LimitResult, "empty", staticmethod(spy))
+        tr = tp.simulate_limit(tp.MLP(tp.mup(1), 2, 1), d1(), particles=2000, replicates=1,
+                               record=())
+    assert made and all(m is None for m in made) and not tr.stats

@@ -50,12 +50,26 @@ def prepare_finite(net: MLP, routine: Routine, width: int, **options) -> FiniteP
     b = get_backend(o.backend)
     if o.backprop == "decoupled" and net.L < 2:
         raise SpecError("backprop='decoupled' needs L >= 2 (it decouples hidden n x n matrices)")
-    require_memory(FiniteNetwork.bytes_needed(net, width, o.dtype, o.backprop,
-                                              problem.optimizer,
-                                              bool(o.record) or o.keep_weights),
-                   f"width {width} (weights and the copies a run keeps)", b,
-                   advice="lower the width, use dtype=numpy.float32, or record=() (no W_0 copy)")
+    weights = FiniteNetwork.bytes_needed(net, width, o.dtype, o.backprop, problem.optimizer,
+                                         bool(o.record) or o.keep_weights)
+    require_memory(weights + run_bytes(problem, width, o.dtype, o.record),
+                   f"width {width} (weights, the copies a run keeps, its activations and "
+                   "recorded statistics)", b,
+                   advice="lower the width, use dtype=numpy.float32, or record=() (no W_0 "
+                          "copy, no (T+1)·E·E feature kernels)")
     return FinitePlan(problem, width, o, b)
+
+
+def run_bytes(problem: Problem, width: int, dtype, record) -> int:
+    """Bytes a run holds beside the weights: the forward pass's h^l and x^l and the
+    backward signals for the larger of a batch and the evaluation inputs (about 3 L
+    rows·n values), and with ``record`` the statistics: (T+1)·E·E for the feature
+    kernel and (T+1)·L·E per coordinate statistic (host float64)."""
+    net, T, E = problem.net, problem.T, problem.E
+    rows = max(problem.B, E)
+    activations = 3 * (net.L + 1) * rows * width * np.dtype(dtype).itemsize
+    stats = 8 * (T + 1) * (E * E + 6 * (net.L + 1) * E) if "stats" in record else 0
+    return activations + stats
 
 
 def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend: str = "numpy",

@@ -252,7 +252,8 @@ class ParticleEngine(FeatureLearningEngine):
         # the next one's update
         cache = (b.zeros_aligned((cache_planes(p.net.phi), B, N), np.float64) if self.cache_phi
                  else None)
-        res = LimitResult.empty(T, E, B, do, L=1)
+        # the coordinate moments ((T+1)·E·E for the feature kernel) only when asked for
+        res = LimitResult.empty(T, E, B, do, L=1 if self.stats else None)
 
         def do_sweep(t_after, Xb, chi, Xn):
             """Sweep producing the state after ``t_after`` updates; store its evaluations."""
