@@ -213,6 +213,18 @@ def _many_eval_inputs():
 
 # the (T+1)·E·E feature kernels the statistics would record do not fit: refused up front
 case("train_finite-feature-kernel-memory", lambda: tp.train_finite(MUP2, _many_eval_inputs(), 64))
+def _long_deep_run(**kw):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((4000 * 4, 2))
+    r = tp.Routine(X, X[:, :1], lr=0.1, batch_size=4, eval_inputs=X[:8])
+    return tp.simulate_limit(tp.MLP(tp.mup(3), 2, 1), r, particles=30_000, dtype=np.float32,
+                             replicates=1, **kw)
+
+
+# a deep Monte Carlo run of 4000 steps: estimated beyond the default time budget (T²)
+case("simulate_limit-deep-beyond-time-budget", _long_deep_run)
+case("simulate_limit-bad-time-budget",
+     lambda: tp.simulate_limit(MUP2, d1(), time_budget=-1.0))
 case("routine-none-in-X", lambda: tp.Routine([[1.0, None], [0.0, 1.0]], [[1.0], [0.0]], lr=0.1))
 case("lr_sweep-a-million-lrs",
      lambda: tp.lr_sweep(MUP1, d1(), np.geomspace(1e-3, 1e3, 10 ** 6), widths=[32, 64]))
@@ -449,6 +461,8 @@ def test_the_sweep_is_large():
     ("digits-no-training-split", "both splits need at least one image"),
     ("digits-batch-beyond-the-data", "batch_size = 1000000 exceeds"),
     ("lr_sweep-a-million-lrs", "at most 1000"),
+    ("simulate_limit-deep-beyond-time-budget", r"estimated at \d+ min on two cores \(its cost "
+                                               r"grows like T²: T = 4000 steps"),
 ])
 def test_the_error_names_what_was_wrong(name, match):
     with pytest.raises(tp.TPError, match=match):

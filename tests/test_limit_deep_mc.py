@@ -350,3 +350,20 @@ def test_an_overflowing_deep_limit_is_a_divergence_with_its_layer():
     # the state after step 0 could not be evaluated: its row is NaN, as unevaluated rows are
     assert tr.f_eval.shape[0] == 2 and np.all(np.isfinite(tr.f_eval[0]))
     assert np.all(np.isnan(tr.f_eval[1])) and np.all(np.isfinite(tr.loss))
+
+
+def test_the_time_estimate_grows_like_t_squared_and_time_budget_none_lifts_the_refusal():
+    from tp_limits.limit.deep.engine import time_estimate
+    from tp_limits.limit.simulate import prepare_limit
+    from tp_limits.spec import Problem
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((4000 * 4, 2))
+    net = tp.MLP(tp.mup(3), 2, 1)
+
+    def routine(T):
+        return tp.Routine(X[:4 * T], X[:4 * T, :1], lr=0.1, batch_size=4, eval_inputs=X[:8])
+    a, b = (time_estimate(Problem(net, routine(T)), 30_000, np.float32, 2, 1) for T in (1000, 2000))
+    assert b / a == pytest.approx(4.0)
+    plan = prepare_limit(net, routine(4000), particles=30_000, dtype=np.float32, replicates=1,
+                         time_budget=None)                     # checked, nothing run
+    assert plan.engine.info["time_estimate_s"] > 3600

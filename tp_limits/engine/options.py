@@ -85,6 +85,13 @@ def check_divergence_bound(bound):
     return finite_positive(bound, "divergence_bound")
 
 
+def check_time_budget(budget):
+    """Seconds a deep Monte Carlo run may be estimated to take (None: no limit)."""
+    if budget is None:
+        return None
+    return finite_positive(budget, "time_budget")
+
+
 def check_seed(seed, name: str = "seed") -> int:
     return check_int(seed, name, minimum=0, maximum=MAX_SEED)
 
@@ -262,6 +269,10 @@ LIMIT_OPTIONS = (
                    "Monte Carlo Gaussians: 'qmc' (scrambled Sobol' points; default with "
                    "replicates), 'antithetic' (default for one replicate) or 'mc'",
                    "limit.sampler", knob=True, optional=True),
+    Option("time_budget", 3600.0, check_time_budget,
+           "deep Monte Carlo: refuse, before any work, a run estimated (time ∝ T²) to take "
+           "longer than this many seconds (None: no limit; meta['time_estimate_s'])",
+           "limit.time_budget", "number", knob=True),
 )
 
 #: the options of train_finite after (net, routine, width), in the order of its signature

@@ -51,6 +51,29 @@ def run_in_worker(spec: RunSpec, seed_seq) -> LimitResult:
     return run_once(spec, np.random.default_rng(seed_seq))
 
 
+#: seconds per unit of N (L − 1) B (B + E) T²/2 — the conditioning of each step's hats
+#: on every stored one — on the two-core machine of docs/performance.md (float32 and
+#: float64 storage); an estimate within a factor of about 2 there
+SECONDS_PER_UNIT = {4: 2.4e-10, 8: 3.8e-10}
+
+
+def time_estimate(problem, particles: int, dtype, replicates: int, workers: int) -> float:
+    """Seconds the deep Monte Carlo run should take: the dominant T² term of its work
+    (docs/performance.md), times the replicates run one after another."""
+    net, T, B, E = problem.net, problem.T, problem.B, problem.E
+    units = particles * (net.L - 1) * B * (B + E) * T * T / 2
+    rounds = -(-replicates // max(workers, 1))
+    return units * SECONDS_PER_UNIT[np.dtype(dtype).itemsize] * rounds
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 class MonteCarloEngine(FeatureLearningEngine):
     """Replicated Monte Carlo runs of the deep feature-learning limit."""
 
@@ -80,8 +103,18 @@ class MonteCarloEngine(FeatureLearningEngine):
                 + (f" in {self.workers} worker processes" if self.workers > 1 else ""))
         require_particles(self.particles, self.bytes_per_particle() * self.workers, what, self.b)
         self.bar_total = problem.T * options.replicates
+        estimate = time_estimate(problem, self.particles, options.dtype, options.replicates,
+                                 self.workers)
+        if options.time_budget is not None and estimate > options.time_budget:
+            raise SpecError(
+                f"this deep Monte Carlo run is estimated at {_duration(estimate)} on two "
+                f"cores (its cost grows like T²: T = {problem.T} steps, "
+                f"{self.particles:,} particles, replicates = {options.replicates}), beyond "
+                f"time_budget = {_duration(options.time_budget)}; pass a larger time_budget, "
+                "or time_budget=None to run it anyway (fewer steps, particles or replicates "
+                "shorten it)")
         self.info = {"particles": self.particles, "zdot": zdot.name, "workers": self.workers,
-                     "sampler": self.sampler}
+                     "sampler": self.sampler, "time_estimate_s": round(estimate, 3)}
         if partners:
             self.info.update(partners=partners, debias_partners=debias)
 
