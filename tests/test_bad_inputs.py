@@ -225,6 +225,7 @@ def _long_deep_run(**kw):
 case("simulate_limit-deep-beyond-time-budget", _long_deep_run)
 case("simulate_limit-bad-time-budget",
      lambda: tp.simulate_limit(MUP2, d1(), time_budget=-1.0))
+case("routine-targets-overflow-mse", lambda: tp.Routine([[1.0, 0.0]], [[1e300]], lr=0.1))
 case("routine-none-in-X", lambda: tp.Routine([[1.0, None], [0.0, 1.0]], [[1.0], [0.0]], lr=0.1))
 case("lr_sweep-a-million-lrs",
      lambda: tp.lr_sweep(MUP1, d1(), np.geomspace(1e-3, 1e3, 10 ** 6), widths=[32, 64]))
@@ -353,6 +354,8 @@ for i, cfg in enumerate([
         with_("data", d_in=0), with_("data", n_eval=0), with_("experiment", name=5),
         [1, 2, 3], {"parametrization": 5, "data": {}, "routine": {}}]):
     case(f"experiment-{i}", lambda cfg=cfg: build(cfg))
+case("experiment-digits-eleven-classes",
+     lambda: build(with_("data", generator="digits", d_out=11)))
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -461,6 +464,8 @@ def test_the_sweep_is_large():
     ("digits-no-training-split", "both splits need at least one image"),
     ("digits-batch-beyond-the-data", "batch_size = 1000000 exceeds"),
     ("lr_sweep-a-million-lrs", "at most 1000"),
+    ("routine-targets-overflow-mse", "rescale the targets"),
+    ("experiment-digits-eleven-classes", r"data\.d_out = 11 is the number of digit classes"),
     ("simulate_limit-deep-beyond-time-budget", r"estimated at \d+ min on two cores \(its cost "
                                                r"grows like T²: T = 4000 steps"),
 ])

@@ -60,6 +60,9 @@ def d1(rows: int, d_in: int, d_out: int, n_eval: int, noise: float, seed: int):
 def digits(rows: int, d_in: int, d_out: int, n_eval: int, noise: float, seed: int):
     """(X, labels, eval_inputs, eval_labels) from :func:`tp_limits.datasets.digits`."""
     from ..datasets import digits as load
+    if not 2 <= d_out <= 10:
+        raise ExperimentError(f"data.d_out = {d_out} is the number of digit classes for "
+                              "'digits'; it must lie in 2..10")
     data = load(classes=d_out, seed=seed)
     idx = np.arange(rows) % len(data.X_train)
     if n_eval > len(data.X_test):

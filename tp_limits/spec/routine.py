@@ -19,6 +19,10 @@ def distinct_rows(A: np.ndarray) -> np.ndarray:
     return A[sorted(seen.values())]
 
 
+#: the largest target an mse routine takes: its square, summed over a batch, stays finite
+MAX_TARGET = 1e150
+
+
 @dataclass(frozen=True, init=False)
 class Routine:
     """A training routine: data consumed in order, mean loss, SGD steps.
@@ -101,6 +105,11 @@ class Routine:
             if loss == "xent" and not (np.all((out == 0) | (out == 1))
                                        and np.all(out.sum(axis=1) == 1)):
                 raise SpecError(f"xent {name} must be integer labels or one-hot rows")
+            big = float(np.abs(out).max())
+            if loss == "mse" and big > MAX_TARGET:
+                raise SpecError(f"{name} has entries as large as {big:.3g}: the squared error "
+                                "overflows float64 before any learning rate matters; rescale "
+                                f"the targets (|{name}| <= {MAX_TARGET:g})")
         if len(out) != n:
             raise SpecError(f"{name} has {len(out)} rows but {rows_of} has {n}")
         return out
