@@ -177,6 +177,8 @@ def test_plots_of_partial_and_all_diverged_sweeps_draw_what_exists():
         sw, records=tuple(r for r in sw.records if r["width"] != 64),
         optimal_lr={32: sw.optimal_lr[32]}, interrupted=True)
     partial.plot().savefig(io.BytesIO(), format="png")
+    rows = partial.table().rows
+    assert [r[0] for r in rows][:2] == ["32", "64"] and rows[1][1] == "nan"
     gone = tp.lr_sweep(net, d1(), [1e4, 1e5, 1e6], widths=[32, 64], seeds=2,
                        limit=False, executor="serial", progress=False)
     assert all(np.isnan(gone.optimal_lr[w][0]) for w in (32, 64))

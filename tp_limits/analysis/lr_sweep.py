@@ -186,9 +186,13 @@ class LRSweep:
     def table(self) -> Table:
         rows = []
         for w in self.keys:
-            lr, lo, hi = self.optimal_lr[w]
+            # an interrupted sweep has widths without every run, hence without an optimum
+            lr, lo, hi = self.optimal_lr.get(w, (math.nan,) * 3)
             vals = self.values(w)
-            best = np.nanmin(_cost(vals, self.goal).mean(axis=1)) if vals.size else math.nan
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)      # rows without runs
+                best = (np.nanmin(np.nanmean(_cost(vals, self.goal), axis=1))
+                        if vals.size and not np.all(np.isnan(vals)) else math.nan)
             rows.append((str(w), f"{lr:.4g}", f"[{lo:.3g}, {hi:.3g}]",
                          f"{best * (1 if self.goal == 'min' else -1):.4g}",
                          str(int(np.sum([r["diverged"] for r in self.records
