@@ -15,9 +15,9 @@ import pytest
 import tp_limits as tp
 
 
-def start_demo(out):
+def start_demo(out, command=("demo",)):
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "tp_limits", "demo", "--out", str(out)],
+    proc = subprocess.Popen([sys.executable, "-m", "tp_limits", *command, "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                             start_new_session=True)
     text = {"err": "", "out": ""}
@@ -79,3 +79,44 @@ def test_ctrl_c_in_the_demo_keeps_the_finished_work(phase, tmp_path):
         assert len(finished) >= 4
         assert all(not tp.Trajectory.load(f).interrupted for f in finished)
     assert not list(tmp_path.glob(".demo.incomplete"))
+
+
+SWEEP = """
+[parametrization]
+preset = "mup"
+L = 2
+[data]
+generator = "d1"
+[routine]
+lr = 0.5
+steps = 20
+[limit]
+particles = 2000
+replicates = 2
+[finite]
+widths = [1024, 2048, 4096]
+seeds = 8
+[sweep]
+lrs = [0.25, 0.5, 1.0, 2.0]
+seeds = 8
+"""
+
+
+def test_ctrl_c_in_a_sweep_writes_the_partial_report(tmp_path):
+    """tp-limits sweep interrupted in its finite phase (the default process pool): exit 130
+    within seconds, no traceback, and a report of the runs that finished, marked
+    incomplete (it used to fail writing the report with a KeyError)."""
+    config = tmp_path / "sweep.toml"
+    config.write_text(SWEEP)
+    out = tmp_path / "sweep"
+    proc, text = start_demo(out, ("sweep", str(config)))
+    wait_for(proc, text, r"learning-rate sweep:\s+\d+%.*\| *([4-9]|\d\d)/96")
+    elapsed = interrupt(proc, text)
+    assert elapsed < 10, elapsed
+    assert proc.returncode == 130, text["err"][-2000:]
+    assert "Traceback" not in text["err"] and "PARTIAL" in text["err"]
+    assert "serially" not in text["err"]                      # python -m uses the pool too
+    report = json.loads((out / "sweep.json").read_text())
+    assert report["complete"] is False
+    assert len((out / "records.csv").read_text().splitlines()) > 1 + 8     # limit rows + runs
+    assert (out / "figures" / "sweep.png").exists()
