@@ -183,18 +183,3 @@ def test_plots_of_partial_and_all_diverged_sweeps_draw_what_exists():
                        limit=False, executor="serial", progress=False)
     assert all(np.isnan(gone.optimal_lr[w][0]) for w in (32, 64))
     gone.plot().savefig(io.BytesIO(), format="png")
-
-
-def test_a_monte_carlo_limits_optimum_does_not_depend_on_the_grid():
-    """The limit's η* is searched on the metric itself (common random numbers), so a grid
-    of ratio 2 and one of ratio 2^(1/4) give optima inside each other's intervals, and
-    the coarse interval contains the fine optimum (a parabola through the coarse grid's
-    points would not: it moves with the grid)."""
-    net = tp.MLP(tp.mup(1), 2, 1, phi="tanh")
-    r = repeated_d1(2)
-    kw = dict(widths=(), seeds=1, particles=2_000, replicates=4, progress=False,
-              executor="serial")
-    coarse = tp.lr_sweep(net, r, 2.0 ** np.arange(-3, 3), **kw).optimal_lr["inf"]
-    fine = tp.lr_sweep(net, r, 2.0 ** np.arange(-3, 2.01, 0.25), **kw).optimal_lr["inf"]
-    assert coarse[1] <= fine[0] <= coarse[2] and fine[1] <= coarse[0] <= fine[2], (coarse, fine)
-    assert coarse[2] / coarse[1] < 1.5                         # an interval that says something

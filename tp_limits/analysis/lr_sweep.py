@@ -302,47 +302,9 @@ def _limit_rows(net, routine, lrs, fn, goal, particles, replicates, progress):
                 step(0)
     values = np.array([rec["value"] for rec in records]).reshape(len(lrs), len(reps))
     if not deterministic:
-        return records, _crn_optimum(run, lrs, values, goal, reps), ""
+        return records, optimum(lrs, values, goal), ""
     best = _exact_optimum(lambda lr: run(lr, 0)[0], lrs, values[:, 0], goal)
     return records, (best, best, best), ""
-
-
-#: relative tolerance in η of the limit's optimum (a bounded search in log η)
-LIMIT_RTOL = 1e-3
-
-
-def _crn_optimum(run, lrs, values, goal, reps) -> tuple:
-    """(η*, low, high) of a Monte Carlo limit.  Each replicate keeps its seed at every η
-    (common random numbers), so its metric is a smooth function of η whose minimum a
-    bounded search in log η finds (to LIMIT_RTOL) between the grid neighbours of that
-    replicate's best grid point; η* is the geometric mean of the replicates' optima and
-    the 95 % interval Student's t over them (docs/theory.md §8.3).  No interpolation
-    error enters: the search evaluates the metric itself, so the grid only brackets.  A
-    replicate whose curve has no finite value is left out."""
-    from scipy.optimize import minimize_scalar
-    from scipy.stats import t as student
-    logs = np.log(np.asarray(lrs, float))
-    costs = _cost(values, goal)
-    sign = 1 if goal == "min" else -1
-
-    def search(f, curve):
-        if not np.any(np.isfinite(curve)):
-            return math.nan
-        i = int(np.argmin(np.where(np.isfinite(curve), curve, np.inf)))
-        lo, hi = logs[max(i - 1, 0)], logs[min(i + 1, len(logs) - 1)]
-        res = minimize_scalar(lambda x: sign * f(math.exp(x)), bounds=(lo, hi),
-                              method="bounded", options={"xatol": LIMIT_RTOL})
-        return float(res.x)
-    per = np.array([search(lambda lr, r=r: run(lr, r)[0], costs[:, j])
-                    for j, r in enumerate(reps)])
-    per = per[np.isfinite(per)]
-    if len(per) == 0:
-        return math.nan, math.nan, math.nan
-    centre = float(np.mean(per))
-    if len(per) < 2:
-        return math.exp(centre), math.nan, math.nan
-    half = student.ppf(0.975, len(per) - 1) * np.std(per, ddof=1) / math.sqrt(len(per))
-    return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
 
 
 def _exact_optimum(f, lrs, values, goal) -> float:
