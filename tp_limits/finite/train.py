@@ -26,8 +26,19 @@ from ..spec.checks import check_int
 from .network import FiniteNetwork
 from .stats import StatsRecorder
 
+
+class _Derived:
+    """What the finite engine derives from its options, each by one rule."""
+
+    @property
+    def keeps_initial(self) -> bool:
+        """Whether the run keeps a copy of W_0 (statistics, or the weights returned)."""
+        return bool(self.record) or self.keep_weights
+
+
 #: every option of train_finite after (net, routine, width), checked by the one table
-FiniteOptions = option_record("FiniteOptions", FINITE_OPTIONS, "train_finite", __name__)
+FiniteOptions = option_record("FiniteOptions", FINITE_OPTIONS, "train_finite", __name__,
+                              bases=(_Derived,))
 
 
 @dataclass(frozen=True)
@@ -51,7 +62,7 @@ def prepare_finite(net: MLP, routine: Routine, width: int, **options) -> FiniteP
     if o.backprop == "decoupled" and net.L < 2:
         raise SpecError("backprop='decoupled' needs L >= 2 (it decouples hidden n x n matrices)")
     weights = FiniteNetwork.bytes_needed(net, width, o.dtype, o.backprop, problem.optimizer,
-                                         bool(o.record) or o.keep_weights)
+                                         o.keeps_initial)
     require_memory(weights + run_bytes(problem, width, o.dtype, o.record),
                    f"width {width} (weights, the copies a run keeps, its activations and "
                    "recorded statistics)", b,
@@ -116,7 +127,7 @@ def run_finite(plan: FinitePlan) -> Trajectory:
     net, routine, dtype, record = problem.net, problem.routine, o.dtype, o.record
     started = time.perf_counter()
     nw = FiniteNetwork(net, width, routine.lr, o.seed, b, dtype, o.backprop, problem.optimizer,
-                       bool(record) or o.keep_weights, o.divergence_bound)
+                       o.keeps_initial, o.divergence_bound)
     T, B, E = problem.T, problem.B, problem.E
     xp, tonp = b.xp, b.to_numpy
     Xe = b.asarray(problem.eval_inputs, dtype)

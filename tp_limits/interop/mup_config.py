@@ -41,8 +41,8 @@ from ..spec import MLP, Routine
 from ..spec.checks import check_int, finite_positive
 from ..spec.optimizers import SGD, Adam
 
-#: torch.nn loss names and this package's losses, with the factor k by which the torch
-#: loss's gradient is this package's (MSELoss averages over the d_out outputs too)
+#: torch.nn loss names and this package's losses (from_mup scales for MSELoss, which
+#: averages over the d_out outputs too)
 LOSSES = {"MSELoss": "mse", "CrossEntropyLoss": "xent"}
 #: the mup optimizers and the update rule each follows
 OPTIMIZERS = {"musgd": "sgd", "sgd": "sgd", "muadam": "adam", "adam": "adam",

@@ -137,8 +137,9 @@ def to_torch(net: MLP, width: int, seed: int = 0, routine: Routine | None = None
     if base_width is not None and mup is None:
         raise SpecError("base_width needs the mup package (pip install mup); without it "
                         "leave base_width=None")
+    problem = Problem(net, routine) if routine is not None else None
     lr = routine.lr if routine is not None else 1.0
-    opt = Problem(net, routine).optimizer if routine is not None else None
+    opt = problem.optimizer if problem is not None else None
     nw = FiniteNetwork(net, n, lr, seed, get_backend("numpy"), np.float64, optimizer=opt)
     const, alpha, L = nw.const, net.output_multiplier, net.L
     TPMLP = _module_class(torch)
@@ -161,8 +162,8 @@ def to_torch(net: MLP, width: int, seed: int = 0, routine: Routine | None = None
         for layer, W, s in zip(layers, nw.W, scale):
             layer.weight.copy_(torch.as_tensor(W / s))
     optimizer = _optimizer(torch, nw.opt, const, layers, scale)
-    return TorchModel(model, optimizer, _loss(torch, Problem(net, routine).loss.name
-                                               if routine is not None else "mse"))
+    return TorchModel(model, optimizer,
+                      _loss(torch, problem.loss.name if problem is not None else "mse"))
 
 
 def _optimizer(torch, opt, const, layers, scale):

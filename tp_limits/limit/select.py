@@ -26,12 +26,13 @@ docs/theory.md §10).  The engines ask the optimizer's traits, never its name.
 engines on a linear network too); in the kernel and trivial regimes it does not
 apply and is refused, as are the deep Monte Carlo engine's own knobs (``zdot``,
 ``partners``, ``debias_partners``) wherever another engine runs: an option that
-would change nothing is an error, not silently ignored.  Every engine checks, in its constructor,
-the options that concern it and the memory it will need, so selecting an
-engine is the last step before any work.
+would change nothing is an error, not silently ignored.  Every engine checks, in
+its constructor, the options that concern it and the memory it will need, so
+selecting an engine is the last step before any work.
 """
 from __future__ import annotations
 
+from ..engine.options import LIMIT_OPTIONS
 from ..errors import SpecError, UnstableParametrizationError, UnsupportedError
 from .deep import LinearEngine as DeepLinear
 from .deep import MonteCarloEngine
@@ -81,13 +82,16 @@ def select_engine(problem, options):
     return (DeepLinear if exact else MonteCarloEngine)(problem, k, options)
 
 
+#: the knobs only the deep Monte Carlo engine reads (defaults: the option table's)
+DEEP_KNOBS = ("zdot", "partners", "debias_partners")
+
+
 def _refuse_deep_knobs(options, where: str) -> None:
     """The knobs of the deep Monte Carlo engine alone (zdot; partners and debias_partners,
     for optimizers not linear in the gradients) refused, not ignored, elsewhere: a
     value other than the default was asked for and would change nothing."""
-    asked = [f"{name}={value!r}" for name, value, default in (
-        ("zdot", options.zdot, "stein"), ("partners", options.partners, None),
-        ("debias_partners", options.debias_partners, True)) if value != default]
+    asked = [f"{o.name}={getattr(options, o.name)!r}" for o in LIMIT_OPTIONS
+             if o.name in DEEP_KNOBS and getattr(options, o.name) != o.default]
     if asked:
         raise SpecError(f"{', '.join(asked)} does not apply to {where}: zdot, partners and "
                         "debias_partners are knobs of the deep (L >= 2) Monte Carlo engine; "
