@@ -263,7 +263,10 @@ def test_sweep_command_writes_the_optima(tmp_path, capsys):
     info = json.loads((out / "sweep.json").read_text())
     assert info["complete"] and set(info["optimal_lr"]) == {"64", "256", "1024", "inf"}
     rows = (out / "records.csv").read_text().splitlines()
-    assert rows[0] == "width,lr,seed,value,diverged" and len(rows) == 1 + 7 * 3 * 4 + 7 * 4
+    searched = sum(o["evaluations"] * 4 for o in info["optima"].values())   # 4 seeds each
+    assert info["optima"]["64"]["method"] == "search" and info["optima"]["64"]["dof"] == 3
+    assert rows[0] == "width,lr,seed,value,diverged"
+    assert len(rows) == 1 + 7 * 3 * 4 + 7 * 4 + searched
     assert (out / "figures" / "sweep.png").stat().st_size > 10_000
     plain = tmp_path / "plain.toml"
     plain.write_text('[parametrization]\npreset = "mup"\nL = 1\n[data]\ngenerator = "d1"\n'

@@ -357,13 +357,53 @@ def test_the_time_estimate_grows_like_t_squared_and_time_budget_none_lifts_the_r
     from tp_limits.limit.simulate import prepare_limit
     from tp_limits.spec import Problem
     rng = np.random.default_rng(0)
-    X = rng.standard_normal((4000 * 4, 2))
-    net = tp.MLP(tp.mup(3), 2, 1)
+    X = rng.standard_normal((4000, 2))
+    net = tp.MLP(tp.mup(2), 2, 1)
 
-    def routine(T):
-        return tp.Routine(X[:4 * T], X[:4 * T, :1], lr=0.1, batch_size=4, eval_inputs=X[:8])
+    def routine(T):       # batch 1 and 64 eval inputs: a long run that fits in ~3 GB
+        return tp.Routine(X[:T], X[:T, :1], lr=0.1, batch_size=1, eval_inputs=X[:64])
     a, b = (time_estimate(Problem(net, routine(T)), 30_000, np.float32, 2, 1) for T in (1000, 2000))
     assert b / a == pytest.approx(4.0)
     plan = prepare_limit(net, routine(4000), particles=30_000, dtype=np.float32, replicates=1,
                          time_budget=None)                     # checked, nothing run
     assert plan.engine.info["time_estimate_s"] > 3600
+
+
+def test_arrays_that_grow_like_T_squared_are_counted_before_any_work():
+    """The deep Monte Carlo engine's (B·T)² Gram arrays, the exact deep linear engine's
+    primitives and the kernel engine's P×P kernels do not grow with the particles; a long
+    run or a large data set used to fail in numpy after the work had started."""
+    from tp_limits.engine.backend import numpy_backend
+    free = 0.8 * numpy_backend().available_bytes()
+    # T steps of batch 1 whose history arrays alone are about twice the usable memory
+    T = int((2 * free / (8 * 2 * 4)) ** 0.5) + 1
+    X = np.tile(D1["X"], (T // 3 + 1, 1))[:T]
+    Y = np.tile(D1["Y"], (T // 3 + 1, 1))[:T]
+    r = tp.Routine(X, Y, lr=0.1, eval_inputs=D1["eval_inputs"])
+    with pytest.raises(tp.MemoryBudgetError, match="history Gram arrays.*shorten the run"):
+        tp.simulate_limit(tp.MLP(tp.mup(2), 2, 1, phi="tanh"), r, particles=100,
+                          replicates=2, time_budget=None)
+    with pytest.raises(tp.MemoryBudgetError, match="exact deep linear.*primitives"):
+        tp.simulate_limit(tp.MLP(tp.mup(2), 2, 1, phi="id"), r)
+    P = int((2 * free / (8 * 12)) ** 0.5) + 1                # ntp(2): (4L + 4) = 12 kernels
+    rng = np.random.default_rng(0)
+    wide = tp.Routine(rng.standard_normal((P, 2)), rng.standard_normal((P, 1)), lr=0.1,
+                      eval_inputs=D1["eval_inputs"])
+    with pytest.raises(tp.MemoryBudgetError, match="kernels of .* distinct inputs"):
+        tp.simulate_limit(tp.MLP(tp.ntp(2), 2, 1, phi="tanh"), wide)
+
+
+def test_a_run_with_fixed_draws_is_continuous_in_the_learning_rate():
+    """The new hats' root is the symmetric one: with Q √w (eigenvectors of arbitrary sign
+    that swap where eigenvalues cross) this run jumped by 0.035 in f for a relative change
+    of 1e-6 in η.  Now the change is linear in the step (docs/theory.md §4.3)."""
+    data = tp.datasets.digits(classes=3, seed=0)
+    r = data.routine(lr=8.3, batch_size=8, steps=8, n_eval=40)
+    net = tp.MLP(tp.mup(2), data.d_in, 3, phi="tanh")
+
+    def f(lr):
+        return tp.simulate_limit(net, r.with_lr(lr), particles=4000, replicates=1, seed=1,
+                                 record=(), progress=False).f_eval[-1]
+    base = f(8.3)
+    steps = [np.abs(f(8.3 * (1 + h)) - base).max() for h in (1e-6, 1e-4)]
+    assert steps[0] < 1e-4 and 50 < steps[1] / steps[0] < 200, steps

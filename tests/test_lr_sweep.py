@@ -45,7 +45,9 @@ def test_finite_optima_approach_the_limits():
     assert [row[0] for row in sw.table().rows] == ["64", "256", "1024", "2048", "inf"]
     df = sw.to_pandas()
     assert set(df.columns) == {"width", "lr", "seed", "value", "diverged"}
-    assert len(df) == 11 * 6 * 4 + 11
+    searched = sum(sw.optima[w].evaluations for w in widths)    # beyond the grid
+    assert sw.optima[2048].method == "search" and 0 < sw.optima[2048].evaluations <= 12 + 2
+    assert len(df) == 11 * 6 * 4 + 11 + 6 * searched
     fig = sw.plot()
     assert len(fig.axes) == 2 and fig.axes[1].get_yscale() == "log"
 
@@ -183,3 +185,27 @@ def test_plots_of_partial_and_all_diverged_sweeps_draw_what_exists():
                        limit=False, executor="serial", progress=False)
     assert all(np.isnan(gone.optimal_lr[w][0]) for w in (32, 64))
     gone.plot().savefig(io.BytesIO(), format="png")
+
+
+def test_a_monte_carlo_limit_is_measured_on_its_pooled_replicates():
+    """The limit's values are the metric of the replicates' pooled outputs with the
+    jackknife's spread, not each replicate's metric (biased by its own noise: the Adam gap
+    at large learning rates, docs/theory.md §8.3)."""
+    from tp_limits.analysis.pooling import pool, pseudo_values
+    from tp_limits.spec import Problem
+    net = tp.MLP(tp.mup(2, optimizer="adam"), 2, 1, phi="tanh")
+    r = repeated_d1(2).with_lr(0.3)
+    r = tp.Routine(r.X, r.Y, lr=0.3, eval_inputs=r.eval_inputs,
+                   eval_targets=np.array([[1.0], [-1.0], [0.5]]), optimizer=tp.Adam())
+    lrs = [0.1, 0.3, 0.9]
+    sw = tp.lr_sweep(net, r, lrs, particles=400, replicates=3, metric="eval_loss", refine=0,
+                     progress=False)
+    runs = [tp.simulate_limit(net, r.with_lr(0.3), particles=400, replicates=1, seed=s,
+                              samples=1, f0="zero", record=(), progress=False) for s in range(3)]
+    measure = lambda tr: tr.stats["eval_loss"][-1]              # noqa: E731
+    got = sw.values("inf")[1]
+    pv = pseudo_values(Problem(net, r), runs, measure)
+    assert abs(np.mean(got) - measure(pool(Problem(net, r), runs))) < 1e-13
+    assert np.allclose(got - got.mean(), pv - pv.mean(), rtol=0, atol=1e-13)
+    per = np.array([measure(x) for x in runs])
+    assert not np.allclose(got, per)

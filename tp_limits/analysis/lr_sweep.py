@@ -3,24 +3,31 @@
 For each width n (and seed) and each learning rate η of a grid, a finite
 network is trained and a metric of its trajectory recorded; the limit is
 simulated at the same η (replicates in place of seeds).  Per width the
-optimal learning rate is the minimizer of the seed-mean metric (maximizer
-for accuracy), refined by a parabola through the best grid point and its
-neighbours in log η; its interval comes from the spread of the per-seed
-optima (Student t).  A deterministic limit (exact linear engines, kernel
-gradient descent from f_0 = 0) is minimized in η directly, to 10⁻⁸ relative.
-Transfer means the finite optima settle on the limit's as n grows
-(docs/theory.md §8.3).
+optimal learning rate minimizes the seed-mean metric (maximizes it for
+accuracy).  The grid only brackets it: every local minimum of the grid is
+searched on the metric itself (each seed keeps its random numbers at every η,
+so the curves are smooth), and the interval holds the search's own error as
+well as the seeds' (optimum.py, docs/theory.md §8.3).  A deterministic limit
+(exact linear engines, kernel gradient descent from f_0 = 0) is minimized in η
+directly, to 1e-8 relative.  Transfer means the finite optima settle on the
+limit's as n grows.
 """
 from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..abc.table import Table
-from ..engine.executors import Interrupted, check_picklable, completed, run_tasks
+from ..engine.executors import (
+    Interrupted,
+    check_picklable,
+    completed,
+    executor_session,
+    run_tasks,
+)
 from ..engine.options import (
     MAX_WIDTH,
     check_executor,
@@ -34,7 +41,17 @@ from ..finite.train import prepare_finite, train_finite
 from ..limit import prepare_limit, simulate_limit
 from ..spec import MLP, Problem, Routine
 from ..spec.checks import check_int, finite_positive
+from .optimum import (
+    best_optimum,
+    candidates,
+    exact_optimum,
+    grid_optimum,
+    is_interior,
+    search,
+    seed_mean,
+)
 from .plotting import width_axis
+from .pooling import replicate_values
 
 #: name -> (goal, needs eval targets)
 METRICS = {"final_loss": ("min", False), "eval_loss": ("min", True),
@@ -44,6 +61,8 @@ LIMIT = "inf"
 
 #: the most learning rates one sweep takes (each one is a run per width and seed)
 MAX_LRS = 1000
+#: the most points one search of an optimum may add (50 golden steps shrink a bracket 10^10-fold)
+MAX_REFINE = 50
 
 
 def _metric_spec(metric, routine: Routine):
@@ -102,51 +121,11 @@ def _cost(values, goal):
     return np.asarray(values, float) * (1 if goal == "min" else -1)
 
 
-def _parabola(logs, costs, i) -> float:
-    """Vertex in log η of the parabola through grid points i-1, i, i+1 (clipped to them).
-
-    A positive cost (a loss) is fitted in log scale, where a loss that climbs
-    steeply on one side of its minimum is closer to a parabola.
-    """
-    x, y = logs[i - 1:i + 2], costs[i - 1:i + 2]
-    if np.all(y > 0):
-        y = np.log(y)
-    den = (x[0] - x[1]) * (x[0] - x[2]) * (x[1] - x[2])
-    a = (x[2] * (y[1] - y[0]) + x[1] * (y[0] - y[2]) + x[0] * (y[2] - y[1])) / den
-    b = (x[2] ** 2 * (y[0] - y[1]) + x[1] ** 2 * (y[2] - y[0]) + x[0] ** 2 * (y[1] - y[2])) / den
-    if not a > 0:
-        return float(x[1])
-    return float(np.clip(-b / (2 * a), x[0], x[2]))
-
-
-def _grid_optimum(logs, costs) -> float:
-    """log η of the refined minimum of one cost curve (NaN if every value is infinite)."""
-    if not np.any(np.isfinite(costs)):
-        return math.nan
-    i = int(np.nanargmin(np.where(np.isfinite(costs), costs, np.inf)))
-    if 0 < i < len(logs) - 1 and np.all(np.isfinite(costs[i - 1:i + 2])):
-        return _parabola(logs, costs, i)
-    return float(logs[i])
-
-
 def optimum(lrs, values, goal) -> tuple:
-    """(η*, low, high) from (lrs, seeds) values: the seed-mean curve's refined optimum and
-    a 95 % interval from the per-seed optima (t with seeds − 1 degrees of freedom)."""
-    from scipy.stats import t as student
-    logs = np.log(np.asarray(lrs, float))
-    costs = _cost(values, goal)
-    mean = np.mean(costs, axis=1)                      # an infinite seed makes the mean infinite
-    best = _grid_optimum(logs, mean)
-    if math.isnan(best):
-        return math.nan, math.nan, math.nan
-    per = np.array([_grid_optimum(logs, costs[:, s]) for s in range(costs.shape[1])])
-    per = per[np.isfinite(per)]
-    if len(per) >= 2 and np.std(per) > 0:
-        half = student.ppf(0.975, len(per) - 1) * np.std(per, ddof=1) / math.sqrt(len(per))
-        centre = float(np.mean(per))
-        return math.exp(best), math.exp(centre - half), math.exp(centre + half)
-    i = int(np.argmin(np.abs(logs - best)))
-    return math.exp(best), float(lrs[max(i - 1, 0)]), float(lrs[min(i + 1, len(lrs) - 1)])
+    """(η*, low, high) of (lrs, seeds) values on the grid alone (no search): the parabola
+    vertex of the seed-mean curve, with an interval that holds the best point's grid
+    bracket (docs/theory.md §8.3)."""
+    return grid_optimum(np.log(np.asarray(lrs, float)), _cost(values, goal)).triple
 
 
 @dataclass(frozen=True)
@@ -154,8 +133,11 @@ class LRSweep:
     """Result of :func:`lr_sweep`.
 
     ``records``: tidy rows {width (int, or "inf" for the limit), lr, seed (the
-    replicate for the limit), value, diverged}; ``optimal_lr``: width or "inf"
-    -> (η*, low, high); ``no_limit``: why there is no "inf" row ("" when there is).
+    replicate for the limit), value, diverged}, learning rates of the searches
+    included; a Monte Carlo limit's values have as their mean the metric of the
+    replicates' pooled outputs and as their spread the jackknife's (pooling.py).  ``optimal_lr``: width or "inf" -> (η*, low, high);
+    ``optima``: width or "inf" -> :class:`~tp_limits.analysis.optimum.Optimum`;
+    ``no_limit``: why there is no "inf" row ("" when there is).
     """
 
     label: str
@@ -167,6 +149,7 @@ class LRSweep:
     optimal_lr: dict
     no_limit: str = ""
     interrupted: bool = False
+    optima: dict = field(default_factory=dict)
 
     def values(self, width) -> np.ndarray:
         """(lrs, seeds) array of the metric at ``width`` (or "inf"); NaN where not run."""
@@ -272,60 +255,125 @@ class LRSweep:
         return fig
 
 
-def _limit_rows(net, routine, lrs, fn, goal, particles, replicates, progress):
-    """Records of the limit at every η, its optimum, and why not when there is no limit."""
-    try:
-        plan = prepare_limit(net, routine.with_lr(lrs[0]), particles=particles,
-                             replicates=1, f0="zero")
-    except (UnstableParametrizationError, UnsupportedError) as exc:
-        return [], None, str(exc)
-    k = net.param.classify()
-    deterministic = plan.engine.method in ("exact", "kernel_gd") and not (
-        k.regime in ("kernel", "trivial") and k.f0_law == "gp")
+def _limit_runner(net, routine, fn, goal, particles):
+    """(run(lr, replicates) -> [(value, diverged)] per replicate, deterministic, "") for
+    the limit, or (None, False, why there is none).
 
-    def run(lr, seed, record=True):
+    A Monte Carlo limit's value is not the metric of each replicate (biased by the
+    replicate's own noise, as the metric is nonlinear in f) but the metric of the
+    replicates' pooled outputs, with the jackknife's spread (pooling.py); a
+    limit that is random through f_0 keeps the per-replicate metric, whose mean over
+    f_0 draws is what it estimates."""
+    try:
+        plan = prepare_limit(net, routine, particles=particles, replicates=1, f0="zero")
+    except (UnstableParametrizationError, UnsupportedError) as exc:
+        return None, False, str(exc)
+    k = net.param.classify()
+    random_f0 = k.f0_law == "gp"
+    deterministic = plan.engine.method in ("exact", "kernel_gd") and not (
+        k.regime in ("kernel", "trivial") and random_f0)
+
+    def one(lr, seed):
         tr = simulate_limit(net, routine.with_lr(lr), particles=particles, replicates=1,
-                            seed=seed, f0="sample" if k.f0_law == "gp" else "zero",
+                            seed=seed, f0="sample" if random_f0 else "zero",
                             samples=1, on_divergence="stop", record=())
         if tr.interrupted:
             raise KeyboardInterrupt
-        return _value(tr, fn, goal)
+        return tr
 
-    reps = [0] if deterministic else list(range(replicates))
-    records = []
-    with progress_bar(progress, len(lrs) * len(reps), "limit at each lr", per_step=None) as step:
-        for lr in lrs:
-            for r in reps:                 # the same seeds at every η: smoother curves
-                v, div = run(lr, r)
-                records.append({"width": LIMIT, "lr": float(lr), "seed": r, "value": v,
-                                "diverged": div})
+    def run(lr, reps, on_run=lambda: None):
+        runs = []
+        for r in reps:
+            runs.append(one(lr, r))
+            on_run()
+        values = [_value(tr, fn, goal) for tr in runs]
+        if deterministic or random_f0 or any(div for _, div in values):
+            return values
+        pv = replicate_values(Problem(net, routine.with_lr(lr)), runs,
+                           lambda tr: _value(tr, fn, goal)[0])
+        if not np.all(np.isfinite(pv)):             # a pooled metric that is not finite
+            worst = math.inf if goal == "min" else -math.inf
+            return [(worst, True) for _ in runs]
+        return [(float(v), False) for v in pv]
+    return run, deterministic, ""
+
+
+class _Runs:
+    """Runs a sweep's (width or "inf", η) points, every seed (replicate) of each, and keeps
+    every finished run in ``records``, Ctrl-C or not."""
+
+    def __init__(self, net, routine, fn, goal, seeds, reps, limit_run, executor, train_kwargs):
+        self.net, self.routine, self.fn, self.goal = net, routine, fn, goal
+        self.seeds, self.reps, self.limit_run = seeds, reps, limit_run
+        self.executor, self.train_kwargs = executor, train_kwargs
+        self.records = []
+
+    def _keep(self, width, lr, seed, out):
+        self.records.append({"width": width, "lr": float(lr), "seed": seed, "value": out[0],
+                             "diverged": out[1]})
+
+    def _keep_all(self, tasks, results):
+        for (_, _, lr, w, s, _, _, _), r in zip(tasks, results):
+            if r is not None:
+                self._keep(w, lr, s, r)
+
+    def __call__(self, points, progress=False) -> list:
+        """Per-seed costs at each (width, η) of ``points``: the limit's here, one run
+        after another (each uses every core), the finite widths' in one batch of runs."""
+        out = {}
+        lim = [p for p in points if p[0] == LIMIT]
+        with progress_bar(progress and bool(lim), len(lim) * len(self.reps), "limit at each lr",
+                          per_step=None) as step:
+            for _, lr in lim:           # the same seeds at every η: smooth curves
+                vals = self.limit_run(lr, self.reps, lambda: step(0))
+                for r, v in zip(self.reps, vals):
+                    self._keep(LIMIT, lr, r, v)
+                out[(LIMIT, lr)] = _cost([v for v, _ in vals], self.goal)
+        fin = [p for p in points if p[0] != LIMIT]
+        tasks = [(self.net, self.routine, lr, w, s, self.fn, self.goal, self.train_kwargs)
+                 for w, lr in fin for s in self.seeds]
+        if tasks:
+            try:
+                res = run_tasks(_finite_task, tasks, executor=self.executor, progress=progress,
+                                desc="learning-rate sweep")
+            except Interrupted as exc:
+                self._keep_all(tasks, exc.results)
+                raise
+            self._keep_all(tasks, res)
+            S = len(self.seeds)
+            for j, p in enumerate(fin):
+                out[p] = _cost([v for v, _ in res[j * S:(j + 1) * S]], self.goal)
+        return [out[p] for p in points]
+
+
+def _refine(logs, curves: dict, runs: _Runs, budget: int, progress: bool) -> dict:
+    """Search every interior grid minimum of every curve (key -> (lrs, seeds) costs on the
+    grid ``logs`` = log η) at once, a round of runs per step of all the searches; key ->
+    [(grid index, result of optimum.search)]."""
+    searches = {(key, i): search(logs, costs, i, budget)
+                for key, costs in curves.items()
+                for i in candidates(seed_mean(costs)) if is_interior(i, len(logs))}
+    found = {key: [] for key in curves}
+    pending = {k: next(g) for k, g in searches.items()}
+    with progress_bar(progress and bool(pending), len(pending) * (budget + 2),
+                      "refining the optima", per_step=None) as step:
+        while pending:
+            keys = list(pending)
+            outs = runs([(k[0], math.exp(pending[k])) for k in keys])
+            for k, out in zip(keys, outs):
                 step(0)
-    values = np.array([rec["value"] for rec in records]).reshape(len(lrs), len(reps))
-    if not deterministic:
-        return records, optimum(lrs, values, goal), ""
-    best = _exact_optimum(lambda lr: run(lr, 0)[0], lrs, values[:, 0], goal)
-    return records, (best, best, best), ""
-
-
-def _exact_optimum(f, lrs, values, goal) -> float:
-    """η* of a deterministic metric: bounded 1-D minimization in log η between the grid
-    neighbours of the best grid point, to 10⁻⁸ relative."""
-    from scipy.optimize import minimize_scalar
-    logs = np.log(np.asarray(lrs, float))
-    costs = _cost(values, goal)
-    if not np.any(np.isfinite(costs)):
-        return math.nan
-    i = int(np.argmin(np.where(np.isfinite(costs), costs, np.inf)))
-    lo, hi = logs[max(i - 1, 0)], logs[min(i + 1, len(logs) - 1)]
-    sign = 1 if goal == "min" else -1
-    res = minimize_scalar(lambda x: sign * f(math.exp(x)), bounds=(lo, hi), method="bounded",
-                          options={"xatol": 1e-9})
-    return float(math.exp(res.x))
+                try:
+                    pending[k] = searches[k].send(out)
+                except StopIteration as stop:
+                    found[k[0]].append((k[1], stop.value))
+                    del pending[k]
+    return found
 
 
 def lr_sweep(net: MLP, routine: Routine, lrs, widths=(), seeds=8, limit: bool = True,
              metric="final_loss", particles: int = 20_000, replicates: int = 8,
-             executor=None, progress: bool = True, **train_kwargs) -> LRSweep:
+             refine: int = 12, executor=None, progress: bool = True,
+             **train_kwargs) -> LRSweep:
     """Sweep the learning rate at each finite width and in the limit; find the optima.
 
     Parameters
@@ -342,51 +390,70 @@ def lr_sweep(net: MLP, routine: Routine, lrs, widths=(), seeds=8, limit: bool = 
         worst value and are marked.
     particles, replicates : of each limit simulation (replicates play the role
         of seeds for the interval of the limit's optimum).
+    refine : the most learning rates run beyond the grid per local minimum of a
+        curve (each at every seed): a golden-section search of the seed-mean
+        curve between the minimum's grid neighbours, to 1 % in η, plus two points
+        for its standard error (docs/theory.md §8.3).  0: the grid alone, whose
+        intervals then hold the best point's grid bracket.
     executor : None (local process pool), 'serial', a concurrent.futures
         Executor, or a Dask ``distributed.Client``: the finite runs are spread
         over it, with results identical to a serial run.
     train_kwargs : passed to :func:`~tp_limits.train_finite`.
 
-    Ctrl-C stops the sweep and returns what finished (``interrupted``).
+    ``optimal_lr[w]`` is (η*, low, high); ``optima[w]`` the whole
+    :class:`~tp_limits.analysis.optimum.Optimum` (standard error and its degrees
+    of freedom, the search's error bound, rival minima).  Ctrl-C stops the sweep
+    and returns what finished (``interrupted``), with the grid's optima.
     """
     lrs, widths, seeds, (name, goal, fn), executor = check_sweep(
         net, routine, lrs, widths, seeds, limit, metric, particles, replicates, executor,
-        **train_kwargs)
-    records, optimal, reason, interrupted = [], {}, "", False
-    if limit:
-        try:
-            recs, opt, reason = _limit_rows(net, routine, lrs, fn, goal, particles, replicates,
-                                            progress)
-            records += recs
-            if opt is not None:
-                optimal[LIMIT] = opt
-        except KeyboardInterrupt:
-            interrupted = True
-    else:
-        reason = "limit=False"
-    tasks = [(net, routine, lr, w, s, fn, goal, train_kwargs)
-             for w in widths for lr in lrs for s in seeds]
-    if tasks and not interrupted:
-        try:
-            outs = run_tasks(_finite_task, tasks, executor=executor, progress=progress,
-                             desc="learning-rate sweep")
-        except Interrupted as exc:
-            outs, interrupted = exc.results, True
-        for (_, _, lr, w, s, _, _, _), out in zip(tasks, outs):
-            if out is not None:
-                records.append({"width": w, "lr": lr, "seed": s, "value": out[0],
-                                "diverged": out[1]})
-    if interrupted:
-        warnings.warn("lr_sweep interrupted: the result holds the runs that finished",
-                      RuntimeWarning, stacklevel=2)
-    sweep = LRSweep(net.param.label, name, goal, lrs, widths, tuple(records), optimal, reason,
-                    interrupted)
-    for w in widths:
-        vals = sweep.values(w)
-        if vals.size and not np.any(np.isnan(vals)):
-            optimal[w] = optimum(lrs, vals, goal)
+        refine, **train_kwargs)
+    run, deterministic, reason = (_limit_runner(net, routine, fn, goal, particles) if limit
+                                  else (None, False, "limit=False"))
+    reps = [] if run is None else [0] if deterministic else list(range(replicates))
+    logs = np.log(np.asarray(lrs, float))
+    curves, found, optima, interrupted = {}, {}, {}, False
+    runs = _Runs(net, routine, fn, goal, seeds, reps, run, executor, train_kwargs)
+    try:
+        with executor_session(executor, "the learning-rate sweep") as runs.executor:
+            if run is not None:          # the limit first: it is what the widths approach
+                curves[LIMIT] = np.array(runs([(LIMIT, lr) for lr in lrs], progress))
+            if deterministic:
+                optima[LIMIT] = exact_optimum(
+                    lambda x: _cost([run(math.exp(x), [0])[0][0]], goal)[0], logs, curves.pop(LIMIT))
+            if widths:
+                costs = runs([(w, lr) for w in widths for lr in lrs], progress)
+                for j, w in enumerate(widths):
+                    curves[w] = np.array(costs[j * len(lrs):(j + 1) * len(lrs)])
+            if refine:
+                found = _refine(logs, curves, runs, refine, progress)
+    except KeyboardInterrupt:
+        interrupted, found = True, {}
+        warnings.warn("lr_sweep interrupted: the result holds the runs that finished, and "
+                      "the grid's optima of the curves that were complete", RuntimeWarning,
+                      stacklevel=2)
+        partial = LRSweep(net.param.label, name, goal, lrs, widths, tuple(runs.records), {})
+        keys = ([LIMIT] if run is not None else []) + list(widths)
+        curves = {k: _cost(partial.values(k), goal) for k in keys if k not in optima}
+        curves = {k: c for k, c in curves.items() if c.size and not np.any(np.isnan(c))}
+    for key, costs in curves.items():
+        optima[key] = best_optimum(logs, costs, found.get(key, []))
+    optima = {k: optima[k] for k in [LIMIT, *widths] if k in optima}
+    sweep = LRSweep(net.param.label, name, goal, lrs, widths, tuple(runs.records),
+                    {k: o.triple for k, o in optima.items()}, reason, interrupted, optima)
     _warn_at_the_edge(sweep)
+    _warn_rivals(optima)
     return sweep
+
+
+def _warn_rivals(optima: dict) -> None:
+    """One warning naming the curves with two minima as good as each other within the noise."""
+    both = [f"{k}: η = {o.lr:.4g} and {', '.join(f'{r:.4g}' for r in o.rivals)}"
+            for k, o in optima.items() if o.rivals]
+    if both:
+        warnings.warn(f"lr_sweep: minima equally good within the noise ({'; '.join(both)}); "
+                      "optimal_lr gives the lower one, optima[w].rivals the others",
+                      RuntimeWarning, stacklevel=3)
 
 
 def _warn_at_the_edge(sweep) -> None:
@@ -413,7 +480,7 @@ def _warn_at_the_edge(sweep) -> None:
 
 def check_sweep(net: MLP, routine: Routine, lrs, widths=(), seeds=8, limit: bool = True,
                 metric="final_loss", particles: int = 20_000, replicates: int = 8,
-                executor=None, **train_kwargs):
+                executor=None, refine: int = 12, **train_kwargs):
     """Every check :func:`lr_sweep` makes before any work; returns the cleaned
     (lrs, widths, seeds, (metric name, goal, metric), executor)."""
     Problem(net, routine)                            # the network fits the data
@@ -435,6 +502,7 @@ def check_sweep(net: MLP, routine: Routine, lrs, widths=(), seeds=8, limit: bool
     spec = _metric_spec(metric, routine)
     check_int(particles, "particles", 2)
     check_int(replicates, "replicates", 2 if limit else 1, 10 ** 5)
+    check_int(refine, "refine", 0, MAX_REFINE)
     executor = check_executor(executor)
     if widths and callable(metric):                  # the finite runs carry the metric
         check_picklable(executor, metric=metric)

@@ -187,6 +187,21 @@ def run_tasks(fn, tasks: list, executor=None, progress: bool = False, desc: str 
 
 
 @contextlib.contextmanager
+def executor_session(executor, what: str):
+    """One executor for a study that calls :func:`run_tasks` in several rounds (a search
+    sends a few runs at a time): the default pool starts once for all of them, not once
+    per round.  Yields 'serial', the default pool, or ``executor`` itself.  An
+    exception leaving the block (Ctrl-C included) terminates the default pool's workers,
+    so the block must be left for the work to stop."""
+    executor = check_executor(executor)
+    if executor is None and default_pool_is_safe(what):
+        with process_pool(os.cpu_count() or 1) as pool:
+            yield pool
+    else:
+        yield "serial" if executor is None else executor
+
+
+@contextlib.contextmanager
 def process_pool(workers: int):
     """A spawn-context process pool whose workers run one BLAS and one Numba thread and
     ignore SIGINT.  On Ctrl-C in the parent the pending tasks are cancelled and the

@@ -31,8 +31,16 @@ def require_memory(need: float, what: str, backend: Backend | None = None,
 
 
 def require_particles(N: int, bytes_per_particle: float, what: str,
-                      backend: Backend | None = None) -> None:
-    """The guard for particle engines: memory linear in N, so name the largest N that fits."""
-    fit = int(usable_bytes(backend) / bytes_per_particle)
-    require_memory(N * bytes_per_particle, f"{N:,} particles ({what})", backend,
+                      backend: Backend | None = None, fixed: float = 0.0,
+                      fixed_what: str = "") -> None:
+    """The guard for particle engines: memory N · bytes_per_particle + ``fixed`` (arrays
+    whose size does not depend on N, ``fixed_what``), so name the largest N that fits."""
+    room = usable_bytes(backend) - fixed
+    if room <= 0:
+        require_memory(fixed + N * bytes_per_particle,
+                       f"{fixed_what or 'the fixed arrays'} alone", backend,
+                       advice="no particle count fits beside them: shorten the run")
+    fit = int(room / bytes_per_particle)
+    require_memory(N * bytes_per_particle + fixed, f"{N:,} particles ({what})"
+                   + (f" and {fixed_what}" if fixed else ""), backend,
                    largest=f"at most {fit:,} particles fit")

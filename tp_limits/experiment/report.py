@@ -16,6 +16,7 @@ that looks complete; an interrupted run's report says PARTIAL at the top.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -388,6 +389,7 @@ def write_sweep_report(res, out, force: bool = False) -> list:
             "name": exp.name, "complete": res.complete, "metric": sw.metric, "goal": sw.goal,
             "lrs": list(sw.lrs), "widths": list(sw.widths),
             "optimal_lr": {str(k): list(v) for k, v in sw.optimal_lr.items()},
+            "optima": {str(k): dataclasses.asdict(o) for k, o in sw.optima.items()},
             "no_limit": sw.no_limit or None, "wall_time_s": res.wall_time_s})
         _json(stage / "config.json", exp.config)
         fig = sw.plot()
@@ -402,8 +404,11 @@ def write_sweep_report(res, out, force: bool = False) -> list:
             f"metric **{sw.metric}** ({'lower' if sw.goal == 'min' else 'higher'} is better); "
             f"{len(sw.lrs)} learning rates from {min(sw.lrs):g} to {max(sw.lrs):g}.", "",
             sw.table().markdown(), "",
-            "Optimal learning rate per width with its 95 % interval (from the seeds' spread; "
-            "the limit's from its replicates, or exact for deterministic limits).", "",
+            "Optimal learning rate per width with its 95 % interval: each grid minimum is "
+            "searched on the metric itself, and the interval holds the seeds' spread (the "
+            "limit's replicates) and the search's own error; exact for deterministic limits "
+            "(docs/theory.md §8.3; `sweep.json` has the standard errors and their degrees of "
+            "freedom).", "",
             f"Wall time: {res.wall_time_s:.1f} s.", "",
             "Files: `records.csv`, `sweep.json`, `config.json`, `figures/sweep.png`.", ""]
         (stage / "summary.md").write_text("\n".join(text), encoding="utf-8")

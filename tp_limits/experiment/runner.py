@@ -159,7 +159,7 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
     if sw["lrs"] is not None:
         sweep = {"lrs": tuple(float(x) for x in sw["lrs"]),
                  "widths": tuple(sw["widths"] or fin["widths"]), "seeds": sw["seeds"],
-                 "metric": sw["metric"], "limit": sw["limit"],
+                 "metric": sw["metric"], "limit": sw["limit"], "refine": sw["refine"],
                  "particles": limit["particles"], "replicates": limit["replicates"]}
         try:
             check_sweep(net, routine, **sweep)
@@ -242,5 +242,6 @@ def run_sweep(exp: Experiment, progress: bool = True, executor=None) -> SweepRes
         warnings.filterwarnings("ignore", message="lr_sweep interrupted")
         sweep = lr_sweep(exp.net, exp.routine, s["lrs"], widths=s["widths"], seeds=s["seeds"],
                          limit=s["limit"], metric=s["metric"], particles=s["particles"],
-                         replicates=s["replicates"], executor=executor, progress=progress)
+                         replicates=s["replicates"], refine=s["refine"], executor=executor,
+                         progress=progress)
     return SweepResult(exp, sweep, time.perf_counter() - started)

@@ -174,6 +174,8 @@ SCHEMA: dict = {
                                            "eval_accuracy", choices=("final_loss", "eval_loss",
                                                                      "eval_accuracy")),
         "limit": Key("bool", True, "also sweep the infinite-width limit"),
+        "refine": Key("int", 12, "learning rates searched beyond the grid per local minimum "
+                                 "(0: the grid alone)"),
     },
     "finite": {
         "enabled": Key("bool", True, "train finite networks"),

@@ -101,7 +101,10 @@ class MonteCarloEngine(FeatureLearningEngine):
                 + (" and derivative arrays (zdot='tangent'; 'stein' needs far less)"
                    if zdot.name == "tangent" else "")
                 + (f" in {self.workers} worker processes" if self.workers > 1 else ""))
-        require_particles(self.particles, self.bytes_per_particle() * self.workers, what, self.b)
+        T = problem.T
+        require_particles(self.particles, self.bytes_per_particle() * self.workers, what, self.b,
+                          fixed=self.history_bytes() * self.workers,
+                          fixed_what=f"the (B·T)² history Gram arrays (T = {T} steps)")
         self.bar_total = problem.T * options.replicates
         estimate = time_estimate(problem, self.particles, options.dtype, options.replicates,
                                  self.workers)
@@ -136,6 +139,14 @@ class MonteCarloEngine(FeatureLearningEngine):
                             f"particles = {N}" + (" (debias_partners runs M and 2M)"
                                                   if debias else ""))
         return M, debias
+
+    def history_bytes(self) -> float:
+        """What does not grow with N but with T²: per hidden matrix, the two families'
+        covariances of their stored vectors and hats and the factors of both, four
+        float64 (B·T)² arrays each (families.py, gram.py)."""
+        p = self.problem
+        cap = p.B * p.T
+        return 8.0 * (p.net.L - 1) * 2 * 4 * cap * cap
 
     def bytes_per_particle(self) -> float:
         """Histories in the storage dtype; one pass's float64 arrays, the statistics'

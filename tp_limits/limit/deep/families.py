@@ -91,15 +91,19 @@ class Family:
             kappa = self.sigma2 * self.passes.rows_times(self.vec[:k], Vs) / N   # (k, m)
             beta = self._solve(self._fv, self.Cv, kappa)
             cond = K0 - kappa.T @ beta
-        # the m x m root on the host for every backend: eigenvector signs are arbitrary, and
-        # one LAPACK keeps a device run's hats those of the host run with the same draws
+        # the m x m root on the host for every backend (one LAPACK keeps a device run's hats
+        # those of the host run with the same draws).  The symmetric root Q √w Qᵀ, not
+        # Q √w: any root gives the hats their law, but only the symmetric one is a
+        # continuous function of the covariance (eigenvectors swap where eigenvalues cross,
+        # and their signs are arbitrary), so a run with fixed draws is continuous in the
+        # learning rate and every other constant (docs/theory.md §4.3)
         C = _host((cond + cond.T) / 2)
         if not np.all(np.isfinite(C)):
             raise NonFiniteLaw("the conditional covariance of the new hats is not finite")
         w, Q = np.linalg.eigh(C)
         w = np.where(w > RCOND * max(float(np.max(np.diag(_host(K0)))), 0.0), w, 0.0)
         eps = xp.ascontiguousarray(draws.normal((m, N)))
-        hats = self.passes.times_rows(xp.asarray((Q * np.sqrt(w)).T), eps)
+        hats = self.passes.times_rows(xp.asarray((Q * np.sqrt(w)) @ Q.T), eps)
         cross = xp.zeros((k, store_rows)) if store_rows else None
         if k:
             # one pass: the conditional mean, and the cross products for the store

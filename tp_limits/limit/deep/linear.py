@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...engine.memory import require_memory
 from ...engine.steps import StepLoop, check_size
 from ..base import FeatureLearningEngine
 from ..result import LimitResult
@@ -70,6 +71,15 @@ class _Primitives:
         return p
 
 
+def primitive_count(problem) -> int:
+    """The Gaussian primitives a deep linear run creates: the input's and readout's, and
+    per hidden matrix a hat per stored forward and backward vector (2B a step) and per
+    evaluated output (E a step and at the start)."""
+    net = problem.net
+    return (net.d_in + net.d_out
+            + (net.L - 1) * (2 * problem.B * problem.T + problem.E * (problem.T + 1)))
+
+
 def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
                 bound=None) -> LimitResult:
     """Run the exact deep linear limit on ``problem`` with the limit constants ``const``."""
@@ -78,7 +88,7 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
     T, B, E = problem.T, problem.B, problem.E
     Xe = problem.eval_inputs
     sig, alpha, eta = const.sigma, const.alpha, const.eta
-    cap = d + do + (L - 1) * (2 * B * T + E * (T + 1))
+    cap = primitive_count(problem)
     prim = _Primitives(d + do, cap)
     cU = [prim.zeros() for _ in range(d)]
     for k in range(d):
@@ -198,6 +208,14 @@ class LinearEngine(FeatureLearningEngine):
     """φ = id: the exact deep linear limit, true or decoupled backprop."""
 
     name, method = "limit/deep_linear", "exact"
+
+    def __init__(self, problem, classification, options):
+        super().__init__(problem, classification, options)
+        cap = primitive_count(problem)
+        require_memory(8.0 * 2 * cap * cap,
+                       f"the exact deep linear limit's {cap:,} primitives (their covariance and "
+                       f"coefficient vectors, 2 · {cap:,}² floats; T = {problem.T} steps)",
+                       advice="shorten the run (the count grows like L·T·(2B + E))")
 
     def run(self, on_step) -> LimitResult:
         return deep_linear(self.problem, self.const, self.options.backprop == "decoupled",

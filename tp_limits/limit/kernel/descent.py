@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...engine.memory import require_memory
 from ...engine.steps import StepLoop, check_size
 from ...errors import SpecError
 from ..base import Engine
@@ -71,6 +72,12 @@ class KernelEngine(Engine):
         self.f0 = (options.f0 if isinstance(options.f0, str)
                    else _given_f0(options.f0, self.Z, problem.net.d_out))
         self.info = {"kernel_components": list(classification.kernel_components)}
+        P, L = len(self.Z), problem.net.L
+        # the layer kernels V, V̇, Π, K (4L + 1 matrices) and the pair-moment temporaries
+        require_memory(8.0 * (4 * L + 4) * P * P
+                       + 8.0 * 2 * options.samples * (problem.T + 1) * P * problem.net.d_out,
+                       f"the kernels of {P:,} distinct inputs ((4L + 4) · {P:,}² floats)",
+                       advice="fewer distinct training and evaluation inputs")
 
     def _initial(self, rng):
         """(S, |Z|, d_out) initial functions and a description of where they come from."""
