@@ -81,7 +81,8 @@ def reference_moments(phi, a, b, c):
         r = np.sqrt(b / a) * np.sign(c)
         out = []
         for f in nl:
-            g = lambda z, f=f: f(np.sqrt(a) * z) * f(r * np.sqrt(a) * z) * np.exp(-z * z / 2)
+            def g(z, f=f):
+                return f(np.sqrt(a) * z) * f(r * np.sqrt(a) * z) * np.exp(-z * z / 2)
             out.append(sum(quad(g, lo, hi, epsabs=1e-17, epsrel=1e-12, limit=400)[0]
                            for lo, hi in ((-12, -1), (-1, 0), (0, 1), (1, 12))) / np.sqrt(2 * np.pi))
         return np.array(out)

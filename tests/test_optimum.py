@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from tp_limits.analysis import optimum as opt
-from tp_limits.analysis.pooling import pool, pseudo_values
+from tp_limits.analysis.pooling import pool
 
 
 def drive(gen, f):
