@@ -215,9 +215,9 @@ def _many_eval_inputs():
 case("train_finite-feature-kernel-memory", lambda: tp.train_finite(MUP2, _many_eval_inputs(), 64))
 def _long_deep_run(**kw):
     rng = np.random.default_rng(0)
-    X = rng.standard_normal((4000 * 4, 2))
-    r = tp.Routine(X, X[:, :1], lr=0.1, batch_size=4, eval_inputs=X[:8])
-    return tp.simulate_limit(tp.MLP(tp.mup(3), 2, 1), r, particles=30_000, dtype=np.float32,
+    X = rng.standard_normal((4000, 2))        # batch 1 and 64 eval inputs: fits in ~3 GB
+    r = tp.Routine(X, X[:, :1], lr=0.1, batch_size=1, eval_inputs=X[:64])
+    return tp.simulate_limit(tp.MLP(tp.mup(2), 2, 1), r, particles=30_000, dtype=np.float32,
                              replicates=1, **kw)
 
 
@@ -229,6 +229,29 @@ case("routine-targets-overflow-mse", lambda: tp.Routine([[1.0, 0.0]], [[1e300]],
 case("routine-none-in-X", lambda: tp.Routine([[1.0, None], [0.0, 1.0]], [[1.0], [0.0]], lr=0.1))
 case("lr_sweep-a-million-lrs",
      lambda: tp.lr_sweep(MUP1, d1(), np.geomspace(1e-3, 1e3, 10 ** 6), widths=[32, 64]))
+for i, refine in enumerate([-1, 51, 2.5, "more", None]):
+    case(f"lr_sweep-refine-{i}", lambda refine=refine: tp.lr_sweep(
+        MUP1, d1(), [0.1, 0.2, 0.4], widths=[32, 64], refine=refine, executor="serial"))
+case("simulate_limit-quadrature-relu", lambda: tp.simulate_limit(
+    tp.MLP(tp.mup(1), 2, 1, phi="relu"), d1(), method="quadrature", particles=40 ** 3))
+case("coord_check-a-width-that-does-not-fit", lambda: tp.coord_check(
+    MUP2, d1(), widths=[32, 64, 10 ** 7], seeds=1, executor="serial"))
+
+
+def _long(net):
+    """A routine of batch 1 whose (B·T)² arrays alone exceed any machine's memory."""
+    T = 400_000
+    return tp.simulate_limit(net, tp.Routine(np.tile(D1["X"], (T // 3, 1)),
+                                             np.tile(D1["Y"], (T // 3, 1)), lr=0.1,
+                                             eval_inputs=X3), particles=100, replicates=2,
+                             time_budget=None)
+
+
+case("simulate_limit-deep-history-memory", lambda: _long(MUP2))
+case("simulate_limit-deep-linear-memory", lambda: _long(tp.MLP(tp.mup(2), 2, 1, phi="id")))
+case("simulate_limit-kernel-memory", lambda: tp.simulate_limit(NTP2, tp.Routine(
+    np.random.default_rng(0).standard_normal((200_000, 2)), np.zeros((200_000, 1)), lr=0.1,
+    eval_inputs=X3)))
 
 # ---- kernels ----------------------------------------------------------------------------
 for i, fn in enumerate([
@@ -354,6 +377,7 @@ for i, cfg in enumerate([
         with_("data", d_in=0), with_("data", n_eval=0), with_("experiment", name=5),
         [1, 2, 3], {"parametrization": 5, "data": {}, "routine": {}}]):
     case(f"experiment-{i}", lambda cfg=cfg: build(cfg))
+case("experiment-sweep-refine", lambda: build(with_("sweep", lrs=[0.1, 0.2, 0.4], refine=-1)))
 case("experiment-digits-eleven-classes",
      lambda: build(with_("data", generator="digits", d_out=11)))
 
@@ -464,6 +488,12 @@ def test_the_sweep_is_large():
     ("digits-no-training-split", "both splits need at least one image"),
     ("digits-batch-beyond-the-data", "batch_size = 1000000 exceeds"),
     ("lr_sweep-a-million-lrs", "at most 1000"),
+    ("lr_sweep-refine-1", "refine"),
+    ("simulate_limit-quadrature-relu", "kink.*monte_carlo"),
+    ("coord_check-a-width-that-does-not-fit", "width 10000000"),
+    ("simulate_limit-deep-history-memory", "history Gram arrays"),
+    ("simulate_limit-deep-linear-memory", "exact deep linear"),
+    ("simulate_limit-kernel-memory", "kernels of 200,003 distinct inputs"),
     ("routine-targets-overflow-mse", "rescale the targets"),
     ("experiment-digits-eleven-classes", r"data\.d_out = 11 is the number of digit classes"),
     ("simulate_limit-deep-beyond-time-budget", r"estimated at \d+ min on two cores \(its cost "

@@ -2,7 +2,7 @@
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import D1
+from conftest import D1, d1
 
 import tp_limits as tp
 
@@ -127,3 +127,15 @@ def test_ctrl_c_stops_a_serial_coord_check_and_says_so(monkeypatch):
     assert cc.interrupted and calls["n"] == 3            # the fourth run never started
     assert {(r["width"], r["seed"]) for r in cc.records} == {(32, 0), (32, 1)}
     assert {f.verdict for f in cc.fits} == {"interrupted"}  # no seed finished every width
+
+
+def test_a_width_that_does_not_fit_is_refused_before_any_run(monkeypatch):
+    """The widest width's memory is checked first: the small widths used to be trained
+    (in a process pool, seconds) before the refusal."""
+    import tp_limits.analysis.coord_check as cc
+    calls = []
+    monkeypatch.setattr(cc, "_run_one", lambda *a: calls.append(a))
+    with pytest.raises(tp.MemoryBudgetError, match="width 10000000"):
+        tp.coord_check(tp.MLP(tp.mup(2), 2, 1), d1(), widths=[64, 128, 10 ** 7], seeds=1,
+                       executor="serial")
+    assert calls == []

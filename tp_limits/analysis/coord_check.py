@@ -29,7 +29,7 @@ from ..engine.options import (
     check_widths,
 )
 from ..errors import SpecError
-from ..finite.train import train_finite
+from ..finite.train import prepare_finite, train_finite
 from ..spec import MLP, Problem, Routine
 from ..spec.checks import finite_positive
 from .fits import width_exponent
@@ -216,6 +216,7 @@ def coord_check(net: MLP, routine: Routine, widths, seeds=4, steps=None, executo
     check_train_kwargs(train_kwargs, "coord_check")
     train_kwargs.setdefault("record", ("stats", "spectral"))
     train_kwargs.setdefault("on_divergence", "stop")
+    prepare_finite(net, routine, max(widths), **train_kwargs)   # memory: the widest, first
 
     tasks = [(net, routine, w, s, train_kwargs) for w in widths for s in seeds]
     try:
