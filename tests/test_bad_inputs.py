@@ -247,6 +247,16 @@ def _long(net):
                              time_budget=None)
 
 
+def _many_eval_limit(net):
+    X = np.random.default_rng(0).standard_normal((3, 2))
+    r = tp.Routine(X, X[:, :1], lr=0.1, eval_inputs=np.random.default_rng(1).standard_normal(
+        (60_000, 2)))
+    return tp.simulate_limit(net, r, particles=100, replicates=2)
+
+
+# the limit engines' recorded feature kernels ((T+1)·E·E per replicate) are counted too
+case("simulate_limit-one-hidden-feature-kernel-memory", lambda: _many_eval_limit(MUP1))
+case("simulate_limit-deep-feature-kernel-memory", lambda: _many_eval_limit(MUP2))
 case("simulate_limit-deep-history-memory", lambda: _long(MUP2))
 case("simulate_limit-deep-linear-memory", lambda: _long(tp.MLP(tp.mup(2), 2, 1, phi="id")))
 case("simulate_limit-kernel-memory", lambda: tp.simulate_limit(NTP2, tp.Routine(
@@ -492,6 +502,8 @@ def test_the_sweep_is_large():
     ("simulate_limit-quadrature-relu", "kink.*monte_carlo"),
     ("coord_check-a-width-that-does-not-fit", "width 10000000"),
     ("simulate_limit-deep-history-memory", "history Gram arrays"),
+    ("simulate_limit-one-hidden-feature-kernel-memory", r"recorded results.*record=\(\)"),
+    ("simulate_limit-deep-feature-kernel-memory", r"recorded results.*record=\(\)"),
     ("simulate_limit-deep-linear-memory", "exact deep linear"),
     ("simulate_limit-kernel-memory", "kernels of 200,003 distinct inputs"),
     ("routine-targets-overflow-mse", "rescale the targets"),

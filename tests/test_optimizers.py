@@ -50,8 +50,9 @@ def test_schedule_reproduces_the_buffer_recursion(mu, delta):
 
 def _w_space_reference(net, routine, n, seed, opt):
     """A one-hidden-layer linear net trained in w-space with PyTorch's SGD rules
-    (d = ∇_w + λ_l w, buf ← μ buf + d, w ← w − lr_l buf, or with Nesterov
-    w ← w − lr_l (d + μ buf); lr_l = η n^{-c_l}, λ_l = λ n^{c_l}), written from the
+    (d = ∇_w + λ_l w, buf ← μ buf + d, w ← w − s_t lr_l buf, or with Nesterov
+    w ← w − s_t lr_l (d + μ buf); lr_l = η n^{-c_l}, λ_l = λ n^{c_l}, s_t the factor of a
+    learning-rate schedule, which torch's schedulers put on the step), written from the
     definitions, independently of FiniteNetwork's W-space form."""
     a, b, c = (tuple(float(x) for x in v) for v in net.param._fractions)
     rng = np.random.default_rng(seed)
@@ -73,22 +74,24 @@ def _w_space_reference(net, routine, n, seed, opt):
         for l in range(2):
             d_p = grads[l] + lam[l] * w[l]
             buf[l] = opt.momentum * buf[l] + d_p
-            w[l] = w[l] - lr[l] * (d_p + opt.momentum * buf[l] if opt.nesterov else buf[l])
+            w[l] = w[l] - routine.rates[t] * lr[l] * (
+                d_p + opt.momentum * buf[l] if opt.nesterov else buf[l])
     return [n ** -a[0] * w[0], n ** -a[1] * w[1]]
 
 
+@pytest.mark.parametrize("lr", [0.3, [0.1, 0.3, 0.05]], ids=["constant", "schedule"])
 @pytest.mark.parametrize("opt", [OPT, NESTEROV])
 @pytest.mark.parametrize("param", [tp.mup(1), tp.ABC([0, 0], [0, 1], [-1, 1])])
-def test_finite_network_is_pytorch_sgd_with_width_free_decay(param, opt):
+def test_finite_network_is_pytorch_sgd_with_width_free_decay(param, opt, lr):
     net = tp.MLP(param, 2, 1, phi="id")
-    r = tp.Routine(lr=0.3, optimizer=opt, **D1)
+    r = tp.Routine(lr=lr, optimizer=opt, **D1)
     n = 64
     nw = FiniteNetwork(net, n, r.lr, 3, numpy_backend(), np.float64, optimizer=opt)
     P = tp.spec.Problem(net, r)
     for t in range(r.steps):
         Xb, Yb = P.batch(t)
         hs, xs, f = nw.forward(Xb, t)
-        nw.step(hs, xs, f - Yb)
+        nw.step(hs, xs, f - Yb, r.rates[t])
     ref = _w_space_reference(net, r, n, 3, opt)
     for W, Wr in zip(nw.W, ref):
         assert np.allclose(W, Wr, rtol=1e-12, atol=1e-14)

@@ -7,7 +7,8 @@
   :class:`Knobs`), :func:`train_finite` (width n), both -> :class:`Trajectory`;
 * analysis: :func:`coord_check`, :func:`convergence`, :func:`dichotomy`,
   :func:`lr_sweep`;
-* data: :mod:`datasets` (real data sets shipped by installed packages).
+* data: :mod:`datasets` (real data sets shipped by installed packages);
+  :mod:`schedules` (learning-rate schedules for a Routine).
 """
 from . import datasets
 from ._version import __version__
@@ -34,7 +35,7 @@ from .errors import (
 from .finite import empirical_ntk, initial_outputs, train_finite
 from .interop import MupTranslation, TorchModel, from_mup, from_torch, to_torch
 from .limit import nngp, ntk, simulate_limit
-from .spec import MLP, SGD, Adam, Routine, kernel_points
+from .spec import MLP, SGD, Adam, Routine, kernel_points, schedules
 
 __all__ = [
     "ABC", "Classification", "mfp", "mup", "ntp", "sp", "table", "phase_diagram", "spectral",
@@ -42,7 +43,7 @@ __all__ = [
     "initial_outputs", "kernel_points", "Trajectory", "Weights", "RunStatus", "Divergence", "Knobs",
     "from_mup", "MupTranslation", "to_torch", "from_torch", "TorchModel",
     "coord_check", "convergence", "dichotomy",
-    "lr_sweep", "LRSweep", "datasets",
+    "lr_sweep", "LRSweep", "datasets", "schedules",
     "TPError", "InvalidParametrizationError", "SymbolicParametrizationError",
     "UnstableParametrizationError", "SpecError", "DivergenceError", "MemoryBudgetError",
     "BackendUnavailableError", "UnsupportedError", "__version__",

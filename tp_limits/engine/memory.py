@@ -32,14 +32,15 @@ def require_memory(need: float, what: str, backend: Backend | None = None,
 
 def require_particles(N: int, bytes_per_particle: float, what: str,
                       backend: Backend | None = None, fixed: float = 0.0,
-                      fixed_what: str = "") -> None:
+                      fixed_what: str = "", fixed_advice: str = "shorten the run") -> None:
     """The guard for particle engines: memory N · bytes_per_particle + ``fixed`` (arrays
-    whose size does not depend on N, ``fixed_what``), so name the largest N that fits."""
+    whose size does not depend on N, ``fixed_what``; ``fixed_advice`` says how to shrink
+    them), so name the largest N that fits."""
     room = usable_bytes(backend) - fixed
     if room <= 0:
         require_memory(fixed + N * bytes_per_particle,
                        f"{fixed_what or 'the fixed arrays'} alone", backend,
-                       advice="no particle count fits beside them: shorten the run")
+                       advice=f"no particle count fits beside them: {fixed_advice}")
     fit = int(room / bytes_per_particle)
     require_memory(N * bytes_per_particle + fixed, f"{N:,} particles ({what})"
                    + (f" and {fixed_what}" if fixed else ""), backend,

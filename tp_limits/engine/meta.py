@@ -13,8 +13,8 @@ from .._version import __version__
 
 #: Keys of :func:`problem_meta`: two runs agree on all of them iff they solve the same problem.
 PROBLEM_KEYS = ("parametrization", "phi", "L", "d_in", "d_out", "sigma", "lr_mult",
-                "readout_multiplier", "output_scale", "lr", "loss", "batch_size", "steps",
-                "optimizer")
+                "readout_multiplier", "output_scale", "lr", "lr_schedule", "loss", "batch_size",
+                "steps", "optimizer")
 
 
 def problem_meta(problem) -> dict:
@@ -22,7 +22,8 @@ def problem_meta(problem) -> dict:
     return {"parametrization": repr(net.param), "phi": net.phi, "L": net.L, "d_in": net.d_in,
             "d_out": net.d_out, "sigma": list(net.sigma), "lr_mult": list(net.lr_mult),
             "readout_multiplier": net.readout_multiplier, "output_scale": net.output_scale,
-            "lr": r.lr, "loss": r.loss, "batch_size": r.batch_size, "steps": r.steps,
+            "lr": r.lr, "lr_schedule": None if r.lr_factors is None else r.lr_factors.tolist(),
+            "loss": r.loss, "batch_size": r.batch_size, "steps": r.steps,
             "optimizer": str(problem.optimizer)}
 
 

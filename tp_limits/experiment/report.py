@@ -190,6 +190,9 @@ def summary(res: ExperimentResult) -> dict:
                   "d_out": exp.net.d_out, "sigma": list(exp.net.sigma),
                   "lr_mult": list(exp.net.lr_mult)},
         "routine": {"steps": T, "batch_size": exp.routine.batch_size, "lr": exp.routine.lr,
+                    "schedule": exp.config.get("routine", {}).get("schedule", "constant"),
+                    "lr_factors": (None if exp.routine.lr_factors is None
+                                   else exp.routine.lr_factors.tolist()),
                     "loss": exp.routine.loss, "eval_inputs": exp.routine.eval_inputs.tolist()},
         "limit": {"engine": res.limit.meta.get("engine"), "method": res.limit.meta.get("method"),
                   "se_method": res.limit.meta.get("se_method"),
@@ -226,7 +229,10 @@ def _markdown(res: ExperimentResult, s: dict, files: list) -> str:
         f"{', '.join(str(l + 1) for l, m in enumerate(k.updated_maximally) if m) or 'none'}.",
         f"Network: φ = {exp.net.phi}, d_in = {exp.net.d_in}, d_out = {exp.net.d_out}. "
         f"Routine: {s['routine']['steps']} SGD steps, batch {exp.routine.batch_size}, "
-        f"η = {exp.routine.lr}, loss {exp.routine.loss}.",
+        f"η = {exp.routine.lr}"
+        + (f" (the peak of a {s['routine']['schedule']} schedule)"
+           if exp.routine.lr_factors is not None else "")
+        + f", loss {exp.routine.loss}.",
         f"Limit: {s['limit']['engine']} ({s['limit']['method']}), "
         f"{exp.limit['particles']:,} particles × {exp.limit['replicates']} replicates; "
         f"error bars: {s['limit']['se_method']}.", ""]

@@ -32,6 +32,7 @@ from ..finite.train import prepare_finite
 from ..limit import prepare_limit, simulate_limit
 from ..spec import MLP, Routine
 from ..spec.optimizers import OPTIMIZERS, default_optimizer, hyperparameters
+from ..spec.schedules import named
 from .data import load_data
 from .schema import ExperimentError, validate
 
@@ -115,6 +116,23 @@ def _optimizer(kind: str, r: dict):
     return cls(**given)
 
 
+def _rates(r: dict, X, steps) -> float | np.ndarray:
+    """routine.lr, or the rates of routine.schedule with lr as its peak (docs/theory.md
+    §10.9); the schedule's keys are refused under a constant rate."""
+    if r["schedule"] == "constant":
+        extra = [k for k in ("warmup", "final_fraction", "decay_every", "decay_factor")
+                 if r[k] is not None]
+        if extra:
+            raise ExperimentError(f"routine.{extra[0]} needs routine.schedule (e.g. "
+                                  "schedule = \"warmup_cosine\"); the rate is constant")
+        return r["lr"]
+    T = steps if steps is not None else len(X) // r["batch_size"]
+    try:
+        return named(r["schedule"], r["lr"], T, r)
+    except TPError as exc:
+        raise ExperimentError(f"routine: {exc}") from None
+
+
 def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
     """Validate ``config`` and build the experiment (no simulation yet).
 
@@ -129,7 +147,8 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
         net = MLP(param, d_in=np.shape(X)[1] if np.ndim(X) == 2 else 1, d_out=_d_out(cfg["data"], Y),
                   phi=m["phi"], sigma=m["sigma"], lr_mult=m["lr_mult"],
                   readout_multiplier=m["readout_multiplier"], output_scale=m["output_scale"])
-        routine = Routine(X, Y, lr=r["lr"], loss=r["loss"], batch_size=r["batch_size"],
+        routine = Routine(X, Y, lr=_rates(r, X, steps), loss=r["loss"],
+                          batch_size=r["batch_size"],
                           steps=steps, eval_inputs=E, eval_targets=Ye,
                           optimizer=_optimizer(param.optimizer, r))
     except ExperimentError:

@@ -22,6 +22,7 @@ from ..errors import TPError
 from ..losses import LOSSES
 from ..nonlinearities import NONLINEARITIES
 from ..spec.optimizers import OPTIMIZERS, hyperparameters
+from ..spec.schedules import NAMED
 
 
 class ExperimentError(TPError, ValueError):
@@ -159,7 +160,15 @@ SCHEMA: dict = {
         "seed": Key("int", 0, "generators: random seed of the data"),
     },
     "routine": {
-        "lr": Key("number", None, "base learning rate η", required=True),
+        "lr": Key("number", None, "base learning rate η (the peak of a schedule)",
+                  required=True),
+        "schedule": Key("str", "constant", "learning-rate schedule (docs/theory.md §10.9): "
+                        + ", ".join(("constant", *NAMED)), choices=("constant", *NAMED)),
+        "warmup": Key("int", None, "schedule: steps of linear warm-up to the peak"),
+        "final_fraction": Key("number", None, "warmup_cosine: the rate at the end, as a "
+                                              "fraction of the peak (default 0)"),
+        "decay_every": Key("int", None, "step_decay: steps between decays"),
+        "decay_factor": Key("number", None, "step_decay: factor of each decay (default 0.1)"),
         "loss": Key("str", "mse", "'mse' or 'xent'", choices=tuple(sorted(LOSSES))),
         "batch_size": Key("int", 1, "examples per SGD step"),
         "steps": Key("int", None, "SGD steps (generators: default 16; arrays: len(X) / batch)"),

@@ -84,8 +84,9 @@ class FiniteNetwork:
         return hs, xs, f
 
     # ---- backward + simultaneous update ----------------------------------------
-    def step(self, hs, xs, chi) -> None:
-        """Backpropagate χ (B, d_out) with W_t and update every layer to W_{t+1}.
+    def step(self, hs, xs, chi, rate: float = 1.0) -> None:
+        """Backpropagate χ (B, d_out) with W_t and update every layer to W_{t+1}, at the
+        learning-rate schedule's factor ``rate`` = η_t / η (docs/theory.md §10.9).
 
         Each layer's backward product is taken before that layer is updated,
         so all gradients use W_t (simultaneous updates).
@@ -93,12 +94,12 @@ class FiniteNetwork:
         L, mm = self.net.L, self.b.matmul
         self.t += 1
         g_x = self.alpha * mm(chi, self.W[L])                   # ∂(χᵀf)/∂x^L
-        self._update(L, self.alpha * chi, xs[L])                # ∇W^{L+1} = α χᵀ x^L
+        self._update(L, self.alpha * chi, xs[L], rate)          # ∇W^{L+1} = α χᵀ x^L
         for l in range(L - 1, -1, -1):
             g_h = g_x * self.phi.dphi(hs[l], self.b)
             if l > 0:
                 g_x = self._backward_product(g_h, l)
-            self._update(l, g_h, xs[l])
+            self._update(l, g_h, xs[l], rate)
 
     def _backward_product(self, g_h, l):
         mm = self.b.matmul
@@ -106,9 +107,10 @@ class FiniteNetwork:
             return mm(g_h, self.W_tilde[l]) + mm(g_h, self.W[l]) - mm(g_h, self.W0[l])
         return mm(g_h, self.W[l])
 
-    def _update(self, l, G, X) -> None:
+    def _update(self, l, G, X, rate) -> None:
         """Apply the optimizer's step to layer l, whose W-gradient is Gᵀ X."""
-        self.opt.finite_step(self.W[l], self.state[l], G, X, self.const, l, self.t, self.b)
+        self.opt.finite_step(self.W[l], self.state[l], G, X, self.const, l, self.t, self.b,
+                             rate)
 
     # ---- memory ------------------------------------------------------------------
     @staticmethod

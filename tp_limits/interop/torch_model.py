@@ -54,11 +54,14 @@ def _import_mup():
 class TorchModel:
     """A torch ``module`` and ``optimizer`` that train as :func:`~tp_limits.train_finite`,
     the per-example ``loss`` (this package's: batch mean, mse = ½ Σ over outputs), and
-    :meth:`train` to run a :class:`~tp_limits.Routine` on them."""
+    :meth:`train` to run a :class:`~tp_limits.Routine` on them; ``scheduler``, a
+    ``LambdaLR`` stepped after each optimizer step, when the routine has a learning-rate
+    schedule (None otherwise)."""
 
     module: object
     optimizer: object
     loss: object
+    scheduler: object = None
 
     def train(self, routine: Routine, net: MLP) -> np.ndarray:
         """Train on ``routine``'s batches; return f_eval (T+1, E, d_out) as train_finite
@@ -74,6 +77,8 @@ class TorchModel:
             self.optimizer.zero_grad()
             self.loss(self.module(Xb), Yb).backward()
             self.optimizer.step()
+            if self.scheduler is not None:
+                self.scheduler.step()
             with torch.no_grad():
                 out[t + 1] = self.module(Xe).numpy()
         return out
@@ -162,8 +167,15 @@ def to_torch(net: MLP, width: int, seed: int = 0, routine: Routine | None = None
         for layer, W, s in zip(layers, nw.W, scale):
             layer.weight.copy_(torch.as_tensor(W / s))
     optimizer = _optimizer(torch, nw.opt, const, layers, scale)
+    scheduler = None
+    if routine is not None and routine.lr_factors is not None:
+        # torch's schedulers scale each group's rate, as the schedule scales η here
+        factors = routine.lr_factors.tolist()
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda t: factors[min(t, len(factors) - 1)])
     return TorchModel(model, optimizer,
-                      _loss(torch, problem.loss.name if problem is not None else "mse"))
+                      _loss(torch, problem.loss.name if problem is not None else "mse"),
+                      scheduler)
 
 
 def _optimizer(torch, opt, const, layers, scale):

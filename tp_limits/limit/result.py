@@ -86,6 +86,23 @@ class LimitResult:
     info: dict = field(default_factory=dict)
     extras: dict = field(default_factory=dict)
 
+    @staticmethod
+    def bytes_needed(T: int, E: int, B: int, d_out: int, L: int | None = None) -> float:
+        """Bytes of :meth:`empty`'s arrays: outputs and errors (T+1)·E·d_out each, the
+        training rows and losses, and with ``L`` the moments 4·(T+1)·L·E and the feature
+        kernels (T+1)·E·E (the largest, for many eval inputs)."""
+        n = 2 * (T + 1) * E * d_out + T * B * d_out + T
+        if L is not None:
+            n += 4 * (T + 1) * L * E + (T + 1) * E * E
+        return 8.0 * n
+
+    @staticmethod
+    def shrink_advice(E: int, stats: bool) -> str:
+        """How to make the recorded results smaller, for a memory refusal."""
+        return (f"record=() drops the statistics, whose (T+1)·E·E feature kernels of "
+                f"E = {E:,} eval inputs dominate; else fewer steps or eval inputs"
+                if stats else "fewer steps or eval inputs")
+
     @classmethod
     def empty(cls, T: int, E: int, B: int, d_out: int, L: int | None = None,
               se: float = np.nan) -> "LimitResult":

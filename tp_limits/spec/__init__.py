@@ -5,7 +5,8 @@
 * :class:`Routine` — the training data, batch size, steps, learning rate, loss;
 * :class:`SGD`, :class:`Adam` — the optimizers (optimizers/, one module each) and their
   width-free hyperparameters;
-* :class:`Problem` — an MLP on a Routine, as the engines read it.
+* :class:`Problem` — an MLP on a Routine, as the engines read it;
+* :mod:`schedules` — learning-rate schedules (a Routine's rate per step).
 
 All are frozen and validated on construction, so an engine never starts on
 inconsistent input.
@@ -13,7 +14,8 @@ inconsistent input.
 from .mlp import MLP, FiniteConstants, LimitConstants
 from .optimizers import SGD, Adam, Optimizer
 from .problem import Problem
+from . import schedules
 from .routine import Routine, distinct_rows, kernel_points
 
 __all__ = ["MLP", "Routine", "Problem", "FiniteConstants", "LimitConstants", "distinct_rows",
-           "kernel_points", "SGD", "Adam", "Optimizer"]
+           "kernel_points", "SGD", "Adam", "Optimizer", "schedules"]

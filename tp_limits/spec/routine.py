@@ -1,6 +1,7 @@
 """The data half of the problem description: :class:`Routine`."""
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -9,6 +10,7 @@ from ..errors import SpecError
 from ..losses import get_loss
 from .checks import as_matrix, check_int, finite_positive
 from .optimizers import Optimizer, names
+from .schedules import resolve
 
 
 def distinct_rows(A: np.ndarray) -> np.ndarray:
@@ -38,6 +40,12 @@ class Routine:
     ``optimizer`` is an optimizer (:class:`~tp_limits.SGD`, :class:`~tp_limits.Adam`)
     holding the width-free hyperparameters (momentum, weight decay, Adam's
     β, ε); None means the plain optimizer the parametrization names.
+
+    ``lr`` is the base learning rate η, or a schedule: ``steps`` rates (an array,
+    e.g. from :func:`tp.schedules.warmup_cosine <tp_limits.spec.schedules.warmup_cosine>`)
+    or a function of the step t = 0 … T−1.  A schedule is kept as its peak
+    (``lr``, on which the width exponents act) and the factors ``lr_factors``
+    = η_t / peak (None for a constant rate); docs/theory.md §10.9.
     """
 
     X: np.ndarray
@@ -49,8 +57,9 @@ class Routine:
     eval_inputs: np.ndarray
     eval_targets: np.ndarray | None
     optimizer: object
+    lr_factors: np.ndarray | None
 
-    def __init__(self, X, Y, lr: float, loss: str = "mse", batch_size: int = 1, steps=None,
+    def __init__(self, X, Y, lr, loss: str = "mse", batch_size: int = 1, steps=None,
                  eval_inputs=None, eval_targets=None, optimizer=None):
         if optimizer is not None and not isinstance(optimizer, Optimizer):
             raise SpecError(f"optimizer must be {names()} or None, got {optimizer!r}")
@@ -80,7 +89,9 @@ class Routine:
                                 "columns, or class labels for both)")
         object.__setattr__(self, "X", X)
         object.__setattr__(self, "Y", Y)
-        object.__setattr__(self, "lr", finite_positive(lr, "lr"))
+        peak, factors = resolve(lr, steps)
+        object.__setattr__(self, "lr", peak)
+        object.__setattr__(self, "lr_factors", factors)
         object.__setattr__(self, "loss", loss)
         object.__setattr__(self, "batch_size", B)
         object.__setattr__(self, "steps", steps)
@@ -118,11 +129,20 @@ class Routine:
     def d_in(self) -> int:
         return self.X.shape[1]
 
-    def with_lr(self, lr: float) -> "Routine":
-        """The same routine with another base learning rate η."""
-        return Routine(self.X, self.Y, lr=lr, loss=self.loss, batch_size=self.batch_size,
-                       steps=self.steps, eval_inputs=self.eval_inputs,
-                       eval_targets=self.eval_targets, optimizer=self.optimizer)
+    def with_lr(self, lr) -> "Routine":
+        """The same routine with another learning rate: a number replaces the peak and keeps
+        the schedule's shape (what ``lr_sweep`` sweeps); rates or a function replace both."""
+        out = Routine(self.X, self.Y, lr=lr, loss=self.loss, batch_size=self.batch_size,
+                      steps=self.steps, eval_inputs=self.eval_inputs,
+                      eval_targets=self.eval_targets, optimizer=self.optimizer)
+        if isinstance(lr, numbers.Real) and not isinstance(lr, bool):
+            object.__setattr__(out, "lr_factors", self.lr_factors)     # the same shape
+        return out
+
+    @property
+    def rates(self) -> np.ndarray:
+        """s_t = η_t / η for t = 0 … T−1 (ones for a constant rate)."""
+        return np.ones(self.steps) if self.lr_factors is None else self.lr_factors
 
     def targets(self, d_out: int, which: str = "Y") -> np.ndarray:
         """Targets (``which``: "Y" or "eval_targets") as a float (rows, d_out) matrix

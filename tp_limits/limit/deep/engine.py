@@ -103,8 +103,12 @@ class MonteCarloEngine(FeatureLearningEngine):
                 + (f" in {self.workers} worker processes" if self.workers > 1 else ""))
         T = problem.T
         require_particles(self.particles, self.bytes_per_particle() * self.workers, what, self.b,
-                          fixed=self.history_bytes() * self.workers,
-                          fixed_what=f"the (B·T)² history Gram arrays (T = {T} steps)")
+                          fixed=self.history_bytes() * self.workers + self.result_bytes(),
+                          fixed_what=f"the (B·T)² history Gram arrays (T = {T} steps) and "
+                                     "the recorded results",
+                          fixed_advice="shorten the run" + (
+                              f"; {LimitResult.shrink_advice(problem.E, True)}"
+                              if self.spec.record_stats else ""))
         self.bar_total = problem.T * options.replicates
         estimate = time_estimate(problem, self.particles, options.dtype, options.replicates,
                                  self.workers)
@@ -147,6 +151,13 @@ class MonteCarloEngine(FeatureLearningEngine):
         p = self.problem
         cap = p.B * p.T
         return 8.0 * (p.net.L - 1) * 2 * 4 * cap * cap
+
+    def result_bytes(self) -> float:
+        """Every replicate's recorded outputs and statistics, which the run keeps until the
+        replicates are combined (the (T+1)·E·E feature kernels with ``record`` stats)."""
+        p = self.problem
+        return self.options.replicates * LimitResult.bytes_needed(
+            p.T, p.E, p.B, p.net.d_out, p.net.L if self.spec.record_stats else None)
 
     def bytes_per_particle(self) -> float:
         """Histories in the storage dtype; one pass's float64 arrays, the statistics'

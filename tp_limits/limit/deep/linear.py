@@ -103,7 +103,8 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
     pairs = {l: [] for l in range(2, L + 1)}    # ΔW^l pieces: (c_δh^l, c_x^{l-1})
     opt = problem.optimizer
     decay = opt.shrinks(const.decay)
-    sched = {l: opt.schedule(decay[l - 1], T) for l in range(2, L + 1)}
+    rates = problem.routine.rates
+    sched = {l: opt.schedule(decay[l - 1], T, rates) for l in range(2, L + 1)}
     stU, stV = [opt.rule.zeros(c) for c in cU], [opt.rule.zeros(c) for c in cV]
 
     def apply_matrix(l, v, own, zdot_family, pairs_in_order, t):
@@ -188,8 +189,9 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
                     new_pairs[l].append((dh, fwd[i][l - 2]))
                     dh = dx
                 dh1.append(dh)
-            scale_u, h_u = opt.coordinate(eta[0], 1.0, decay[0], t + 1)      # α is in δh^1
-            scale_v, h_v = opt.coordinate(eta[L], alpha, decay[L], t + 1)
+            rate = rates[t]
+            scale_u, h_u = opt.coordinate(eta[0], 1.0, decay[0], t + 1, rate)  # α is in δh^1
+            scale_v, h_v = opt.coordinate(eta[L], alpha, decay[L], t + 1, rate)
             for k in range(d):
                 cU[k], stU[k] = opt.rule.apply(
                     cU[k], scale_u * sum(Xb[i, k] * dh1[i] for i in range(B)), stU[k], h_u)

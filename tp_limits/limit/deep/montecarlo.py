@@ -122,11 +122,13 @@ class DeepRun:
         self.groups = ((0, r * (q + 1), r, q + 1), (r * (q + 1), N, GROUPS - r, q))
         self.init = []          # (h^l_0, x^l_0) on the eval inputs, kept only for statistics
         self.opt = opt = p.optimizer
-        self.plain = opt.plain
+        self.rates = rates = p.routine.rates
+        # plain SGD at a constant rate: every pair's ΔW coefficient is η_l, no schedule
+        self.plain = opt.plain and p.routine.lr_factors is None
         self.decay = opt.shrinks(c.decay)
         # (ρ, C) per hidden matrix; an optimizer that is not linear has no C (partners.py)
-        self.sched = {l: (opt.schedule(self.decay[l - 1], p.T) if opt.linear
-                          else (opt.init_factor(self.decay[l - 1], p.T), None))
+        self.sched = {l: (opt.schedule(self.decay[l - 1], p.T, rates) if opt.linear
+                          else (opt.init_factor(self.decay[l - 1], p.T, rates), None))
                       for l in range(2, L + 1)}
         self.stU, self.stV = opt.rule.zeros(self.ZU), opt.rule.zeros(self.ZV)
         self.updates = 0                      # updates so far
@@ -249,9 +251,13 @@ class DeepRun:
         weight decay)."""
         L, opt = self.L, self.opt
         self.updates += 1
-        self.zdot.update(self.eta[0], Xb, t_dh1, self.eta[L], self.alpha, chi, t_xL)
-        scale_u, h_u = opt.coordinate(self.eta[0], 1.0, self.decay[0], self.updates)
-        scale_v, h_v = opt.coordinate(self.eta[L], self.alpha, self.decay[L], self.updates)
+        rate = self.rates[self.updates - 1]
+        # the tangents follow plain SGD only, whose step is the rate times η
+        self.zdot.update(rate * self.eta[0], Xb, t_dh1, rate * self.eta[L], self.alpha, chi,
+                         t_xL)
+        scale_u, h_u = opt.coordinate(self.eta[0], 1.0, self.decay[0], self.updates, rate)
+        scale_v, h_v = opt.coordinate(self.eta[L], self.alpha, self.decay[L], self.updates,
+                                      rate)
         ZU_new, self.stU = opt.rule.apply(self.ZU, scale_u * dh1.T @ Xb, self.stU, h_u)
         self.ZV, self.stV = opt.rule.apply(self.ZV, scale_v * xL.T @ chi, self.stV, h_v)
         self.ZU = ZU_new

@@ -5,7 +5,8 @@ Adam moves entry (α, β) of a hidden matrix W^l by ψ_s(α, β), a nonlinear
 function of the history of its rescaled gradient entries
 ĝ_r(α, β) = Σ_i Z^{δh^l_{r,i}}_α Z^{x^{l−1}_{r,i}}_β, r <= s (the optimizer's
 ``direction``).  With decoupled decay δ = η_l λ, W^l_t = ρ_t W^l_0 − η_l e_l n^{−1} Ψ_t
-with Ψ_{t+1} = (1 − δ) Ψ_t + ψ_t, so in the limit
+with Ψ_{t+1} = (1 − s_t δ) Ψ_t + s_t ψ_t (s_t: the learning-rate schedule's factor
+of the step, docs/theory.md §10.9), so in the limit
 
     Z^{W_t x}_α   = ρ_t (Ẑ + Ż) − η_l e_l E_β[Ψ_t(α, β) Z^x_β],
     Z^{W_tᵀ δh}_β = ρ_t (Ẑ + Ż) − η_l e_l E_α[Ψ_t(α, β) Z^{δh}_α],
@@ -72,17 +73,20 @@ class PartnerDeepRun(DeepRun):
         backward), with decoupled decay."""
         self.updates += 1
         L, P = self.L, self.P
+        s = self.rates[self.updates - 1]          # the schedule scales step and decay
         for l in range(2, L + 1):
             x, dh = self.x_rows[l], self.dh_rows[l]
-            shrink = self.decay[l - 1]
+            shrink = s * self.decay[l - 1]
             for block, g in ((self.fw[l], dh.T @ x[:, P]), (self.bw[l], dh[:, P].T @ x)):
                 psi = self._direction(block[:-1], g)
                 block[-1] *= 1.0 - shrink
+                if s != 1.0:
+                    psi *= s
                 block[-1] += psi
         psi_U = self._direction(self.mom_U, dh1.T @ Xb)
         psi_V = self._direction(self.mom_V, self.alpha * xL.T @ chi)
-        self.ZU = (1.0 - self.decay[0]) * self.ZU - self.eta[0] * psi_U
-        self.ZV = (1.0 - self.decay[L]) * self.ZV - self.eta[L] * psi_V
+        self.ZU = (1.0 - s * self.decay[0]) * self.ZU - (s * self.eta[0]) * psi_U
+        self.ZV = (1.0 - s * self.decay[L]) * self.ZV - (s * self.eta[L]) * psi_V
 
 
 def bytes_per_particle(L: int, d: int, d_out: int, partners: int, slots: int) -> float:

@@ -121,16 +121,23 @@ class ParticleEngine(FeatureLearningEngine):
             self.coarse = tuple(max(2, int(round(self.nodes * q))) for q in COARSER)
             self._check_resolution(dims)
             self.particles = self.nodes ** dims
-            require_particles(self.particles, per, "the quadrature nodes")
+            require_particles(self.particles, per, "the quadrature nodes", fixed=3 * (
+                LimitResult.bytes_needed(problem.T, problem.E, problem.B, net.d_out,
+                                         1 if self.stats else None)),
+                fixed_what="the three rules' recorded results",
+                fixed_advice=LimitResult.shrink_advice(problem.E, self.stats))
             self.cache_phi = self._cache_fits(per)
             self.info = {"kernel": self.kernel, "particles": self.particles,
                          "nodes_per_coordinate": self.nodes}
         else:
             self.sampler, self.particles = options.sampler_used, options.particle_count
             at_once = min(options.workers, options.replicates)     # replicates held at once
+            kept = options.replicates * LimitResult.bytes_needed(
+                problem.T, problem.E, problem.B, net.d_out, 1 if self.stats else None)
             require_particles(self.particles, per * at_once, "the particles"
                               + (f" in {at_once} worker processes" if at_once > 1 else ""),
-                              self.b)
+                              self.b, fixed=kept, fixed_what="the recorded results",
+                              fixed_advice=LimitResult.shrink_advice(problem.E, self.stats))
             self.cache_phi = self._cache_fits(per, at_once)
             self.bar_total = problem.T * options.replicates
             self.info = {"kernel": self.kernel, "particles": self.particles,
@@ -255,7 +262,7 @@ class ParticleEngine(FeatureLearningEngine):
             U0[...] = U
         Xe = xp.array(p.eval_inputs)                     # writable: one kernel signature
         empty_x, empty_chi = xp.zeros((0, d)), xp.zeros((0, do))
-        c, opt = self.const, p.optimizer
+        c, opt, rates = self.const, p.optimizer, p.routine.rates
         alpha = c.alpha
         # the optimizer's state beside the particles: slot s of row r is row s·rows + r
         k = len(opt.rule.slots)
@@ -274,8 +281,9 @@ class ParticleEngine(FeatureLearningEngine):
             """Sweep producing the state after ``t_after`` updates; store its evaluations."""
             evaluate = t_after in eval_steps
             update = max(t_after, 1)               # t_after = 0: no batch, nothing moves
-            scale_u, h_u = opt.coordinate(c.eta[0], alpha, decay_u, update)
-            scale_v, h_v = opt.coordinate(c.eta[1], alpha, decay_v, update)
+            rate = rates[update - 1]
+            scale_u, h_u = opt.coordinate(c.eta[0], alpha, decay_u, update, rate)
+            scale_v, h_v = opt.coordinate(c.eta[1], alpha, decay_v, update, rate)
             Xs = Xe if evaluate else empty_x
             cols = SweepColumns(len(Xn), len(Xs), do, self.stats and evaluate)
             data = SweepData(U, V, w, U0, Xb, chi, scale_u, scale_v, Xn, Xs, cols.stats, block,

@@ -86,11 +86,13 @@ class Adam(Optimizer):
     def rule(self):
         return ADAM
 
-    def coordinate(self, lr, alpha, shrink, t):
+    def coordinate(self, lr, alpha, shrink, t, rate=1.0):
         """Fed the gradient ĝ = α Σ in the units of ε; the rate and bias corrections of
-        the t-th update in the hyperparameters."""
+        the t-th update in the hyperparameters (the schedule's factor scales the step and
+        the decoupled decay, as PyTorch's AdamW does)."""
         b1, b2 = self.betas
-        return alpha, ADAM.Hyper(b1, b2, self.eps, 1 - b1 ** t, 1 - b2 ** t, lr, shrink)
+        return alpha, ADAM.Hyper(b1, b2, self.eps, 1 - b1 ** t, 1 - b2 ** t, lr * rate,
+                                 shrink * rate)
 
     def direction(self, state, g, t, xp, eps=None):
         """ψ = m̂/(√v̂ + ε) after folding g into the moments (m, v) = ``state``, in place.
@@ -120,14 +122,15 @@ class Adam(Optimizer):
         s /= 1 - b1 ** t
         return s
 
-    def finite_step(self, W, state, G, X, const, l, t, backend):
+    def finite_step(self, W, state, G, X, const, l, t, backend, rate=1.0):
         """Adam on w = n^{a_l} W: the w-gradient n^{-a_l} Gᵀ X, ε n^{-g_l}, and the step
-        mapped back, ΔW = −n^{-a_l} η_l n^{-c_l} ψ; decoupled decay first."""
+        mapped back, ΔW = −n^{-a_l} s η_l n^{-c_l} ψ; decoupled decay (1 − s δ) first
+        (s: the schedule's factor)."""
         g_w = backend.matmul(G.T, X)
         g_w *= const.w_scale[l]                                 # gradient in w-units
         psi = self.direction(state, g_w, t, backend.xp, self.eps * const.eps_scale[l])
-        shrink = self.shrinks(const.decay)[l]
+        shrink = self.shrinks(const.decay)[l] * rate
         if shrink:
             W *= 1.0 - shrink                                   # decoupled (AdamW) decay
-        psi *= const.w_scale[l] * const.adam_lr[l]              # in place: no temporary
+        psi *= const.w_scale[l] * const.adam_lr[l] * rate       # in place: no temporary
         W -= psi

@@ -157,24 +157,30 @@ class Optimizer:
         return tuple(lr * self.weight_decay for lr in decay)
 
     # -- one coordinate --------------------------------------------------------------------
-    def coordinate(self, lr: float, alpha: float, shrink: float, t: int) -> tuple:
+    def coordinate(self, lr: float, alpha: float, shrink: float, t: int,
+                   rate: float = 1.0) -> tuple:
         """(scale, hyper) for the t-th update (t = 1, 2, ...) of a coordinate with learning
-        rate ``lr`` (η_l e_l), shrink δ and output multiplier ``alpha`` inside its gradient:
+        rate ``lr`` (η_l e_l), shrink δ and output multiplier ``alpha`` inside its gradient,
+        at the factor ``rate`` = η_t / η of a learning-rate schedule (docs/theory.md §10.9):
         the rule is fed ``g = scale · Σ`` with Σ the coordinate's raw gradient sum, and
         ``hyper`` (a ``rule.Hyper``)."""
         raise NotImplementedError
 
     # -- the finite network ----------------------------------------------------------------
-    def finite_step(self, W, state: tuple, G, X, const, l: int, t: int, backend) -> None:
+    def finite_step(self, W, state: tuple, G, X, const, l: int, t: int, backend,
+                    rate: float = 1.0) -> None:
         """Move layer ``l``'s weights W (in place) by the t-th update, for the W-gradient
         Gᵀ X (G (B, n_out), X (B, n_in)); ``state``: one array like W per rule slot;
-        ``const``: the network's FiniteConstants (docs/theory.md §7.1)."""
+        ``const``: the network's FiniteConstants (docs/theory.md §7.1); ``rate``: the
+        schedule's factor η_t / η of this update (docs/theory.md §10.9)."""
         raise NotImplementedError
 
     # -- deep hidden matrices ---------------------------------------------------------------
-    def schedule(self, shrink: float, T: int):
+    def schedule(self, shrink: float, T: int, rates=None):
         """(ρ, C): W_t = ρ_t W_0 − Σ_{s<t} C[t, s] γ G_s under this linear optimizer with
-        shrink δ (docs/theory.md §10.2).  ρ (T+1,), C (T+1, T), C[t, s] = 0 for s >= t.
+        shrink δ and the learning-rate factors ``rates`` (T values; None: constant), γ the
+        base step (docs/theory.md §10.2, §10.9).  ρ (T+1,), C (T+1, T), C[t, s] = 0 for
+        s >= t.
 
         Derived from the rule: W is linear in (W_0, γG_0, γG_1, ...), so the rule
         applied to W's coefficient vector w = (ρ_t, −C[t, 0], …) with the step's
@@ -186,22 +192,22 @@ class Optimizer:
         w[0] = 1.0
         state = self.rule.zeros(w)
         rho, C = np.ones(T + 1), np.zeros((T + 1, T))
-        for t in range(T):
-            _, h = self.coordinate(1.0, 1.0, shrink, t + 1)
+        for t, rate in enumerate(_rates(rates, T)):
+            scale, h = self.coordinate(1.0, 1.0, shrink, t + 1, rate)
             g = np.zeros(T + 1)
-            g[1 + t] = 1.0
+            g[1 + t] = scale
             w, state = self.rule.apply(w, g, state, h)
             rho[t + 1], C[t + 1] = w[0], -w[1:]
         return rho, C
 
-    def init_factor(self, shrink: float, T: int) -> np.ndarray:
+    def init_factor(self, shrink: float, T: int, rates=None) -> np.ndarray:
         """ρ_t, t = 0..T: the factor on W_0 in W_t, which only the decay moves (the rule
         applied to z = 1 with zero gradients).  For a linear optimizer it is the ρ of
         :meth:`schedule`."""
         z, state = np.ones(1), self.rule.zeros(np.ones(1))
         rho = np.ones(T + 1)
-        for t in range(T):
-            _, h = self.coordinate(1.0, 1.0, shrink, t + 1)
+        for t, rate in enumerate(_rates(rates, T)):
+            _, h = self.coordinate(1.0, 1.0, shrink, t + 1, rate)
             z, state = self.rule.apply(z, np.zeros(1), state, h)
             rho[t + 1] = z[0]
         return rho
@@ -234,6 +240,11 @@ class Optimizer:
                          if not (kind == "bool" and default is False
                                  and getattr(self, name) is False))
         return f"{type(self).__name__}({args})"
+
+
+def _rates(rates, T: int):
+    """The T factors of a schedule (ones when there is none)."""
+    return np.ones(T) if rates is None else np.asarray(rates, dtype=np.float64)
 
 
 def _fmt(v) -> str:

@@ -35,13 +35,13 @@ from .base import Optimizer, coordinate_rule, decay_field, hyperparameter
 
 def _heavy_ball(z, g, m, h):
     m = (h.momentum * m + g) + h.shrink * z
-    return z - m, m
+    return z - h.rate * m, m
 
 
 def _nesterov(z, g, m, h):
     i = g + h.shrink * z                  # the coupled decay joins the gradient step
     m = h.momentum * m + i
-    return z - (i + h.momentum * m), m
+    return z - h.rate * (i + h.momentum * m), m
 
 
 class PlainHyper(NamedTuple):
@@ -51,6 +51,7 @@ class PlainHyper(NamedTuple):
 class HeavyBallHyper(NamedTuple):
     momentum: float
     shrink: float
+    rate: float            # the schedule's factor η_t / η: scales the step, not the buffer
 
 
 PLAIN = coordinate_rule("sgd", (), PlainHyper, None)
@@ -93,19 +94,21 @@ class SGD(Optimizer):
             return PLAIN
         return NESTEROV if self.nesterov else HEAVY_BALL
 
-    def coordinate(self, lr, alpha, shrink, t):
-        """The increment of plain SGD, γ = lr α times the gradient sum; μ and δ."""
+    def coordinate(self, lr, alpha, shrink, t, rate=1.0):
+        """The increment of plain SGD, γ = lr α times the gradient sum (times the schedule's
+        factor for plain SGD; with a buffer the factor scales the step); μ and δ."""
         if self.rule.plain:
-            return lr * alpha, PLAIN.Hyper()
-        return lr * alpha, HeavyBallHyper(self.momentum, shrink)
+            return lr * alpha * rate, PLAIN.Hyper()
+        return lr * alpha, HeavyBallHyper(self.momentum, shrink, rate)
 
-    def finite_step(self, W, state, G, X, const, l, t, backend):
-        """W −= γ Gᵀ X as one in-place rank-B update (BLAS ger/gemm: no n × n temporary);
-        with momentum or decay the update goes into the buffer D first, and Nesterov's
-        step W ← (1 − δ) W − γ Gᵀ X − μ D is taken from the new D."""
+    def finite_step(self, W, state, G, X, const, l, t, backend, rate=1.0):
+        """W −= s γ Gᵀ X as one in-place rank-B update (BLAS ger/gemm: no n × n temporary);
+        with momentum or decay the update goes into the buffer D first and W −= s D, and
+        Nesterov's step W ← (1 − s δ) W − s γ Gᵀ X − s μ D is taken from the new D
+        (s: the schedule's factor, PyTorch's semantics, docs/theory.md §10.9)."""
         lr = const.lr[l]
         if self.rule.plain:
-            backend.add_outer(W, -lr, G, X)
+            backend.add_outer(W, -lr * rate, G, X)
             return
         (D,) = state
         shrink = self.shrinks(const.decay)[l]
@@ -114,9 +117,9 @@ class SGD(Optimizer):
             D += shrink * W                                    # coupled decay, with W_t
         backend.add_outer(D, lr, G, X)
         if not self.nesterov:
-            W -= D
+            W -= D if rate == 1.0 else rate * D
             return
         if shrink:
-            W *= 1.0 - shrink
-        backend.add_outer(W, -lr, G, X)
-        W -= self.momentum * D
+            W *= 1.0 - rate * shrink
+        backend.add_outer(W, -lr * rate, G, X)
+        W -= (rate * self.momentum) * D
