@@ -16,7 +16,10 @@ groups carry each layer's numbers (docs/interop.md §2):
 * Adam (torch's AdamW, decoupled decay first): lr = n^{-a_l} η_l n^{-c_l} / r_l, eps =
   ε n^{-g_l} r_l / n^{-a_l} (the gradient of P is r_l n^{a_l} times the w-gradient,
   and Adam's direction is unchanged when ε scales with the gradient),
-  weight_decay = δ_l / lr.
+  weight_decay = δ_l / lr;
+* a learning-rate schedule: a ``LambdaLR`` with the routine's factors η_t / η, which
+  scales each group's rate and leaves the optimizer's state alone, as every engine
+  here does (docs/theory.md §10.9).
 """
 from __future__ import annotations
 
