@@ -258,6 +258,16 @@ def _many_eval_limit(net):
 case("simulate_limit-one-hidden-feature-kernel-memory", lambda: _many_eval_limit(MUP1))
 case("simulate_limit-deep-feature-kernel-memory", lambda: _many_eval_limit(MUP2))
 case("simulate_limit-deep-history-memory", lambda: _long(MUP2))
+# ---- Muon ------------------------------------------------------------------------------------
+MUON2 = tp.MLP(tp.mup(2, optimizer="muon"), 2, 1)
+for i, kw in enumerate([dict(momentum=1.0), dict(momentum=-0.5), dict(ns_steps=0),
+                        dict(ns_steps=-3), dict(ns_steps=10 ** 9), dict(ns_steps="five"),
+                        dict(vector_layers="rmsprop"), dict(nesterov="yes")]):
+    case(f"muon-setting-{i}", lambda kw=kw: tp.Muon(**kw))
+case("muon-with-an-sgd-parametrization",
+     lambda: tp.train_finite(MUP2, d1(optimizer=tp.Muon()), 32))
+case("muon-limit", lambda: tp.simulate_limit(MUON2, d1(optimizer=tp.Muon())))
+case("muon-to-torch", lambda: tp.to_torch(MUON2, 32, routine=d1(optimizer=tp.Muon())))
 case("simulate_limit-deep-linear-memory", lambda: _long(tp.MLP(tp.mup(2), 2, 1, phi="id")))
 case("simulate_limit-kernel-memory", lambda: tp.simulate_limit(NTP2, tp.Routine(
     np.random.default_rng(0).standard_normal((200_000, 2)), np.zeros((200_000, 1)), lr=0.1,
@@ -502,6 +512,9 @@ def test_the_sweep_is_large():
     ("simulate_limit-quadrature-relu", "kink.*monte_carlo"),
     ("coord_check-a-width-that-does-not-fit", "width 10000000"),
     ("simulate_limit-deep-history-memory", "history Gram arrays"),
+    ("muon-setting-2", r"ns_steps = 0 must be an int >= 1"),
+    ("muon-with-an-sgd-parametrization", r"optimizer='muon'"),
+    ("muon-limit", "Muon is not built yet"),
     ("simulate_limit-one-hidden-feature-kernel-memory", r"recorded results.*record=\(\)"),
     ("simulate_limit-deep-feature-kernel-memory", r"recorded results.*record=\(\)"),
     ("simulate_limit-deep-linear-memory", "exact deep linear"),

@@ -112,11 +112,13 @@ def exponents(a: Sequence, b: Sequence, c: Sequence, optimizer: str = "sgd",
     rule = update_rule(optimizer)
     k = rule.a_factor
     p = MinOf([a[L] + b[L]])
-    q = MinOf([k * a[L] + c[L]])
+    q = MinOf([k * a[L] + c[L] + rule.entry_exponent(L, L)])
     m = MinOf.of(p, q)
     if rule.normalized:
-        # a normalized update does not carry the backward size n^-m
-        r_layers = tuple(MinOf([k * a[l] + c[l] - 1 + (1 if l == 0 else 0)]) for l in range(L))
+        # a normalized update does not carry the backward size n^-m; its entries are
+        # n^-e_l whatever the gradient (Muon: n^{-1/2} per width-n side)
+        r_layers = tuple(MinOf([k * a[l] + c[l] - 1 + (1 if l == 0 else 0)
+                                + rule.entry_exponent(l, L)]) for l in range(L))
     else:
         signal = p if first_step else m
         r_layers = tuple(signal + (k * a[l] + c[l] - 1 + (1 if l == 0 else 0))

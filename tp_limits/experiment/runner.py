@@ -10,6 +10,7 @@ any simulation starts.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -113,7 +114,7 @@ def _optimizer(kind: str, r: dict):
                     f"parametrization.optimizer = {other.exponents!r}")
     given = {name: (tuple(r[key]) if isinstance(r[key], list) else r[key])
              for key, name in mine.items() if r[key] is not None}
-    return cls(**given)
+    return dataclasses.replace(default_optimizer(kind), **given)
 
 
 def _rates(r: dict, X, steps) -> float | np.ndarray:

@@ -66,6 +66,7 @@ _CHECKS = {
     "str": (lambda v: isinstance(v, str), "a string"),
     "bool": (lambda v: isinstance(v, bool), "true or false"),
     "int": (_is_int, "an integer"),
+    "int|str": (lambda v: _is_int(v) or isinstance(v, str), "an integer or a string"),
     "number": (_is_number, "a number"),
     "ints": (lambda v: isinstance(v, list) and bool(v) and all(_is_int(x) for x in v),
              "a non-empty list of integers"),
@@ -302,5 +303,6 @@ def schema_markdown() -> str:
         for key, spec in keys.items():
             default = "required" if spec.required else (
                 "—" if spec.default is None else f"`{_toml(spec.default)}`")
-            lines.append(f"| `{section}.{key}` | {spec.kind} | {default} | {spec.doc} |")
+            kind = spec.kind.replace("|", " or ")          # a bare | would split the cell
+            lines.append(f"| `{section}.{key}` | {kind} | {default} | {spec.doc} |")
     return "\n".join(lines)

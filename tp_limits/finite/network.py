@@ -49,8 +49,8 @@ class FiniteNetwork:
                         if backprop == "decoupled" else None)
         self.const = const
         # the optimizer's state: per layer one array like W per slot (buffer, moments)
-        self.state = [tuple(backend.xp.zeros_like(w) for _ in self.opt.rule.slots)
-                      for w in self.W]
+        self.state = [self.opt.finite_state(w, l, L + 1, backend)
+                      for l, w in enumerate(self.W)]
         self.t = 0                                                 # updates so far
 
     def _gaussian(self, rng, shape, std):
@@ -115,14 +115,17 @@ class FiniteNetwork:
     # ---- memory ------------------------------------------------------------------
     @staticmethod
     def bytes_needed(net: MLP, width: int, dtype, backprop: str, optimizer,
-                     keep_init: bool) -> int:
-        """Bytes for the weights and the copies a run keeps (W_0, W̃_0, the optimizer's
-        state: one copy per slot)."""
+                     keep_init: bool, B: int = 1, T: int = 1) -> int:
+        """Bytes for the weights and the copies a run keeps (W_0, W̃_0) and the optimizer's
+        state over T steps of batch B (one copy per slot for SGD and Adam)."""
         n, L = width, net.L
-        per_copy = n * net.d_in + (L - 1) * n * n + net.d_out * n
-        state = len(optimizer.rule.slots)
-        copies = 1 + (keep_init or backprop == "decoupled") + state
+        shapes = [(n, net.d_in)] + [(n, n)] * (L - 1) + [(net.d_out, n)]
+        per_copy = sum(a * b for a, b in shapes)
+        copies = 1 + (keep_init or backprop == "decoupled")
         hidden_copies = copies + (backprop == "decoupled")
         total = copies * per_copy + (hidden_copies - copies) * (L - 1) * n * n
+        item = np.dtype(dtype).itemsize
+        state = sum(optimizer.finite_state_bytes(s, l, L + 1, B, T, item)
+                    for l, s in enumerate(shapes))
         # one float64 host draw of the largest matrix during initialization
-        return total * np.dtype(dtype).itemsize + 8 * max(n * n if L > 1 else 0, n * net.d_in)
+        return total * item + state + 8 * max(n * n if L > 1 else 0, n * net.d_in)

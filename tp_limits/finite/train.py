@@ -62,7 +62,7 @@ def prepare_finite(net: MLP, routine: Routine, width: int, **options) -> FiniteP
     if o.backprop == "decoupled" and net.L < 2:
         raise SpecError("backprop='decoupled' needs L >= 2 (it decouples hidden n x n matrices)")
     weights = FiniteNetwork.bytes_needed(net, width, o.dtype, o.backprop, problem.optimizer,
-                                         o.keeps_initial)
+                                         o.keeps_initial, problem.B, problem.T)
     require_memory(weights + run_bytes(problem, width, o.dtype, o.record),
                    f"width {width} (weights, the copies a run keeps, its activations and "
                    "recorded statistics)", b,

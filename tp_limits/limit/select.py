@@ -54,6 +54,9 @@ def select_engine(problem, options):
     deep_fl = k.regime == "feature_learning" and net.L >= 2
     if options.backprop == "decoupled" and not deep_fl:
         raise SpecError("backprop='decoupled' applies to deep (L >= 2) feature-learning limits")
+    refusal = opt.limit_refusal()
+    if refusal:
+        raise UnsupportedError(refusal)
     if k.regime in ("kernel", "trivial"):
         refusal = opt.kernel_refusal(k.regime)
         if refusal:

@@ -3,7 +3,7 @@
 * :class:`MLP` — the network, with the one conversion of exponents into
   per-layer numbers (:meth:`MLP.finite_constants`, :meth:`MLP.limit_constants`);
 * :class:`Routine` — the training data, batch size, steps, learning rate, loss;
-* :class:`SGD`, :class:`Adam` — the optimizers (optimizers/, one module each) and their
+* :class:`SGD`, :class:`Adam`, :class:`Muon` — the optimizers (optimizers/, one module each) and their
   width-free hyperparameters;
 * :class:`Problem` — an MLP on a Routine, as the engines read it;
 * :mod:`schedules` — learning-rate schedules (a Routine's rate per step).
@@ -12,10 +12,10 @@ All are frozen and validated on construction, so an engine never starts on
 inconsistent input.
 """
 from .mlp import MLP, FiniteConstants, LimitConstants
-from .optimizers import SGD, Adam, Optimizer
+from .optimizers import SGD, Adam, Muon, Optimizer
 from .problem import Problem
 from . import schedules
 from .routine import Routine, distinct_rows, kernel_points
 
 __all__ = ["MLP", "Routine", "Problem", "FiniteConstants", "LimitConstants", "distinct_rows",
-           "kernel_points", "SGD", "Adam", "Optimizer", "schedules"]
+           "kernel_points", "SGD", "Adam", "Muon", "Optimizer", "schedules"]

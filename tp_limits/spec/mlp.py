@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 
 from ..abc.parametrization import ABC
+from ..abc.update_rules import update_rule
 from ..errors import SpecError
 from ..nonlinearities import Nonlinearity, get_nonlinearity
 from .checks import check_int, finite_nonzero, finite_positive, per_layer
@@ -147,8 +148,8 @@ class MLP:
         a_{L+1} for the readout (its W-gradient α χ x^Lᵀ has Θ(1) entries)."""
         a, b, c = self.param._fractions
         L = self.L
-        kind = self.param.optimizer
-        q = (a[L] + c[L]) if kind == "adam" else (2 * a[L] + c[L])
+        rule = update_rule(self.param.optimizer)
+        q = rule.a_factor * a[L] + c[L] + rule.entry_exponent(L, L)
         m = min(a[L] + b[L], q)
         return tuple(a[l] + m for l in range(L)) + (a[L],)
 

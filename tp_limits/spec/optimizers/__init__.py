@@ -6,7 +6,8 @@ hold the width-free hyperparameters and everything the engines ask of an optimiz
 engines alike:
 
 * :class:`SGD` (sgd.py) — heavy-ball momentum and coupled weight decay;
-* :class:`Adam` (adam.py) — bias-corrected Adam with decoupled (AdamW) decay.
+* :class:`Adam` (adam.py) — bias-corrected Adam with decoupled (AdamW) decay;
+* :class:`Muon` (muon.py) — momentum, then the matrix sign of the update.
 
 A new optimizer is one more module filling :class:`~.base.Optimizer`, listed in
 :data:`OPTIMIZERS` below.
@@ -16,16 +17,18 @@ from __future__ import annotations
 from ...errors import SpecError
 from .adam import Adam
 from .base import CoordinateRule, Optimizer, hyperparameters
+from .muon import Muon
 from .sgd import SGD
 
 #: name -> class, for routines and experiment files
-OPTIMIZERS = {cls.name: cls for cls in (SGD, Adam)}
+OPTIMIZERS = {cls.name: cls for cls in (SGD, Adam, Muon)}
 
 
 def default_optimizer(kind: str) -> Optimizer:
     """The optimizer a parametrization's ``optimizer`` field means when none is given: the
     first registered optimizer that follows those exponents, with its defaults."""
-    return next(cls() for cls in OPTIMIZERS.values() if cls.exponents == kind)
+    return next(opt for cls in OPTIMIZERS.values()
+                if (opt := cls.for_exponents(kind)) is not None)
 
 
 def check_optimizer(optimizer, param_kind: str) -> Optimizer:
@@ -49,5 +52,5 @@ def names() -> str:
     return ", ".join(f"tp.{cls.__name__}(...)" for cls in OPTIMIZERS.values())
 
 
-__all__ = ["SGD", "Adam", "Optimizer", "CoordinateRule", "OPTIMIZERS", "check_optimizer",
+__all__ = ["SGD", "Adam", "Muon", "Optimizer", "CoordinateRule", "OPTIMIZERS", "check_optimizer",
            "default_optimizer", "hyperparameters", "names"]

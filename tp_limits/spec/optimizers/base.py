@@ -33,7 +33,7 @@ import numpy as np
 from ..checks import finite_non_negative
 
 #: kinds of a hyperparameter's experiment-file value (experiment/schema.py checks them)
-TOML_KINDS = ("number", "numbers", "bool")
+TOML_KINDS = ("number", "numbers", "bool", "int", "str", "int|str")
 
 
 def hyperparameter(default, check: Callable, doc: str, toml: str | None = None,
@@ -167,6 +167,26 @@ class Optimizer:
         raise NotImplementedError
 
     # -- the finite network ----------------------------------------------------------------
+    def finite_state(self, W, l: int, layers: int, backend) -> tuple:
+        """Layer ``l``'s state (of ``layers``) at the start: one zero array like W per rule
+        slot (momentum buffer, Adam's moments)."""
+        return tuple(backend.xp.zeros_like(W) for _ in self.rule.slots)
+
+    def finite_state_bytes(self, shape, l: int, layers: int, B: int, T: int,
+                           itemsize: int) -> float:
+        """Bytes of layer ``l``'s state (of ``layers``) over a run of T steps of batch B."""
+        return len(self.rule.slots) * shape[0] * shape[1] * itemsize
+
+    def limit_refusal(self) -> str | None:
+        """Why no limit engine follows this optimizer yet, or None."""
+        return None
+
+    @classmethod
+    def for_exponents(cls, kind: str):
+        """The optimizer of this class with its defaults that follows the width rule ``kind``
+        (None if none does)."""
+        return cls() if cls.exponents == kind else None
+
     def finite_step(self, W, state: tuple, G, X, const, l: int, t: int, backend,
                     rate: float = 1.0) -> None:
         """Move layer ``l``'s weights W (in place) by the t-th update, for the W-gradient

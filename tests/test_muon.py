@@ -1,0 +1,196 @@
+"""Muon (tp_limits/spec/optimizers/muon.py, docs/theory.md §11): the low-rank msign against
+the dense iteration, finite networks against a dense implementation written here, the
+classifier's exponents against coordinate checks, and the refusals."""
+import numpy as np
+import pytest
+from conftest import D1, N8_LONG
+
+import tp_limits as tp
+from tp_limits.engine.backend import numpy_backend
+from tp_limits.finite.network import FiniteNetwork
+from tp_limits.spec import Problem
+from tp_limits.spec.optimizers import muon as M
+
+NS = M.NS_COEFFS
+
+
+def dense_ns(D, steps):
+    """Newton–Schulz exactly as written: X ← aX + (bA + cA²)X, A = X Xᵀ."""
+    a, b, c = NS
+    X = D / (np.linalg.norm(D) + M.NS_EPS)
+    for _ in range(steps):
+        A = X @ X.T
+        X = a * X + (b * A + c * A @ A) @ X
+    return X
+
+
+def dense_polar(D, rtol=M.POLAR_RTOL):
+    U, s, Vt = np.linalg.svd(D, full_matrices=False)
+    keep = s > rtol * s.max()
+    return U[:, keep] @ Vt[keep]
+
+
+@pytest.mark.parametrize("shape, k", [((40, 40), 6), ((50, 30), 9), ((30, 50), 9),
+                                      ((512, 512), 12)])
+def test_cores_are_the_dense_iteration(shape, k):
+    """Pᵀ K Q from the k × k core equals the iteration on the dense D = Pᵀ C Q (1e-10)."""
+    rng = np.random.default_rng(0)
+    P, Q = rng.standard_normal((k, shape[0])), rng.standard_normal((k, shape[1]))
+    C = np.diag(rng.uniform(0.1, 2.0, k))
+    D = P.T @ C @ Q
+    GP, GQ = P @ P.T, Q @ Q.T
+    for steps in (1, 5):
+        got = P.T @ M.newton_schulz_core(C, GP, GQ, steps) @ Q
+        assert np.abs(got - dense_ns(D, steps)).max() < 1e-10
+    exact = P.T @ M.polar_core(C, GP, GQ) @ Q
+    assert np.abs(exact - dense_polar(D)).max() < 1e-10
+    assert np.allclose(np.linalg.svd(exact, compute_uv=False)[:k], 1.0, atol=1e-10)
+    # the dense routes on the smaller side's Gram
+    assert np.abs(M.newton_schulz_dense(D, 5) - dense_ns(D, 5)).max() < 1e-10
+    assert np.abs(M.polar_dense(D) - dense_polar(D)).max() < 1e-10
+
+
+class DenseMuon(tp.Muon):
+    """Muon with a dense momentum buffer and the iteration on the dense n_out × n_in update,
+    as a reference (the package's never forms an n × n product of dense matrices)."""
+
+    def finite_state(self, W, l, layers, backend):
+        if self._vector(l, layers):
+            return self.adam.finite_state(W, l, layers, backend)
+        return (np.zeros_like(W),)
+
+    def finite_step(self, W, state, G, X, const, l, t, backend, rate=1.0):
+        layers = len(const.lr)
+        if self._vector(l, layers):
+            return self.adam.finite_step(W, state, G, X, const, l, t, backend, rate)
+        (Mb,) = state
+        Gw = G.T @ X
+        Mb *= self.momentum
+        Mb += Gw
+        D = Gw + self.momentum * Mb if self.nesterov else Mb.copy()
+        scale = M._norm_scale(const, l, *W.shape)
+        U = dense_polar(D) if self.ns_steps is None else dense_ns(scale * D, self.ns_steps)
+        W *= 1.0 - rate * self.shrinks(const.decay)[l]
+        W -= rate * const.adam_lr[l] * const.w_scale[l] * M.shape_factor(l, layers, W.shape) * U
+
+
+@pytest.mark.parametrize("opt", [
+    dict(), dict(nesterov=False, momentum=0.8), dict(ns_steps=None), dict(momentum=0.0),
+    dict(weight_decay=0.2, ns_steps=3), dict(vector_layers="adam", weight_decay=0.1)],
+    ids=["default", "heavy-ball", "exact-polar", "no-momentum", "decay", "adam-vectors"])
+@pytest.mark.parametrize("n", [16, 256])
+def test_finite_update_equals_the_dense_iteration(opt, n):
+    """Every layer kind (input n × d, hidden n × n, readout d_out × n), six steps of batch 2
+    with a schedule: the low-rank update against the dense reference, to 1e-10 relative."""
+    kind = "muon_adam" if opt.get("vector_layers") == "adam" else "muon"
+    net = tp.MLP(tp.mup(3, optimizer=kind), 3, 2, phi="tanh")
+    X = np.vstack([N8_LONG["X"]] * 2)
+    Y = np.vstack([N8_LONG["Y"]] * 2)
+    mine, ref = tp.Muon(**opt), DenseMuon(**opt)
+    r = tp.Routine(X, Y, lr=tp.schedules.warmup_cosine(0.05, 6, warmup=2), batch_size=2,
+                   optimizer=mine)
+    P = Problem(net, r)
+    nets = [FiniteNetwork(net, n, r.lr, 4, numpy_backend(), np.float64, optimizer=o)
+            for o in (mine, ref)]
+    for t in range(P.T):
+        Xb, Yb = P.batch(t)
+        for nw in nets:
+            hs, xs, f = nw.forward(Xb, t)
+            nw.step(hs, xs, P.loss.grad(f, Yb, np) / 2, r.rates[t])
+    for Wa, Wb, W0 in zip(nets[0].W, nets[1].W, FiniteNetwork(
+            net, n, r.lr, 4, numpy_backend(), np.float64, optimizer=mine).W):
+        moved = np.abs(Wb - W0).max()
+        assert moved > 0
+        assert np.abs(Wa - Wb).max() <= 1e-10 * max(moved, np.abs(Wb).max())
+
+
+def test_the_update_has_spectral_norm_eta_times_the_fan_ratio():
+    """μP-Muon in TP4 form: after one step from a zero buffer, ‖ΔW^l‖_* = η √(fan_out/fan_in)
+    for every layer (exact polar factor: all singular values 1)."""
+    n, d, do = 300, 3, 2
+    net = tp.MLP(tp.mup(2, optimizer="muon"), d, do, phi="tanh")
+    opt = tp.Muon(ns_steps=None, momentum=0.0)
+    r = tp.Routine(lr=0.07, optimizer=opt, **{**N8_LONG, "batch_size": 2})
+    P = Problem(net, r)
+    nw = FiniteNetwork(net, n, r.lr, 0, numpy_backend(), np.float64, optimizer=opt)
+    W0 = [w.copy() for w in nw.W]
+    Xb, Yb = P.batch(0)
+    hs, xs, f = nw.forward(Xb, 0)
+    nw.step(hs, xs, P.loss.grad(f, Yb, np) / 2)
+    fans = [(n, d), (n, n), (do, n)]
+    for W, w0, (fo, fi) in zip(nw.W, W0, fans):
+        s = np.linalg.svd(W - w0, compute_uv=False)
+        s = s[s > 1e-8 * s.max()]
+        assert np.allclose(s, 0.07 * np.sqrt(fo / fi), rtol=1e-9)
+
+
+# ---- the classifier ----------------------------------------------------------------------------
+def test_mup_muon_learns_features_with_every_layer_maximal():
+    for L in (1, 2, 3):
+        p = tp.mup(L, optimizer="muon")
+        k = p.classify()
+        assert p.c == (0,) * (L + 1) and p.a == tp.mup(L).a and p.b == tp.mup(L).b
+        assert k.stable and k.regime == "feature_learning" and all(k.updated_maximally)
+    a0 = tp.mup(2, optimizer="muon", form="a0")
+    assert [str(x) for x in a0.c] == ["-1/2", "0", "1/2"]
+    hybrid = tp.mup(2, optimizer="muon_adam")
+    assert hybrid.classify().regime == "feature_learning"
+    assert [str(x) for x in hybrid.c] == ["1/2", "0", "1/2"]
+
+
+def unscaled(L):
+    """ΔW^l = −η msign(D) for every layer, from μP's initialization."""
+    mup = tp.mup(L)
+    return tp.ABC(mup.a, mup.b, [-x for x in mup.a], optimizer="muon", name="Muon, unscaled")
+
+
+def test_unscaled_muon_is_unstable_and_says_where():
+    k = unscaled(2).classify()
+    assert not k.stable
+    assert any("readout" in v and "n^(1/2)" in v for v in k.violations), k.violations
+    assert str(k.r_layers[0]) == "1/2"          # the input layer's update vanishes as n^-1/2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("param", [tp.mup(2, optimizer="muon"), unscaled(2)],
+                         ids=["mup-muon", "unscaled"])
+def test_coord_check_measures_the_predicted_exponents(param):
+    """Every update quantity's width exponent within 0.15 of the classifier's (a small η:
+    the unscaled readout's output grows like √n · η, and must stay below saturation over
+    the widths measured)."""
+    net = tp.MLP(param, 3, 2, phi="tanh")
+    r = tp.Routine(lr=0.01, optimizer=tp.Muon(), **N8_LONG)
+    cc = tp.coord_check(net, r, widths=[256, 512, 1024, 2048], seeds=3, executor="serial",
+                        record=("stats",))
+    checked = [f for f in cc.fits if f.quantity in
+               ("delta_h", "delta_x", "delta_W_x", "frobenius_ratio", "delta_f")]
+    assert len(checked) == 33                       # t = 1, 2, 3
+    for f in checked:
+        assert abs(f.slope - f.predicted) < 0.15, (f.quantity, f.layer, f.slope, f.predicted)
+
+
+# ---- refusals ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("kw, match", [
+    (dict(momentum=1.0), "momentum"), (dict(momentum=-0.1), "momentum"),
+    (dict(ns_steps=-1), "ns_steps"), (dict(ns_steps=10 ** 6), "ns_steps"),
+    (dict(ns_steps=2.5), "ns_steps"), (dict(vector_layers="sgd"), "vector_layers"),
+    (dict(weight_decay=-1.0), "weight_decay"), (dict(adam_betas=(1.2, 0.9)), "adam_betas"),
+])
+def test_bad_muon_settings_are_refused(kw, match):
+    with pytest.raises(tp.SpecError, match=match):
+        tp.Muon(**kw)
+
+
+def test_muon_with_a_parametrization_not_declared_for_it_is_refused():
+    with pytest.raises(tp.SpecError, match="optimizer='muon'"):
+        tp.train_finite(tp.MLP(tp.mup(2), 2, 1), tp.Routine(lr=0.1, optimizer=tp.Muon(), **D1),
+                        32)
+    with pytest.raises(tp.SpecError, match="muon_adam"):
+        Problem(tp.MLP(tp.mup(2, optimizer="muon"), 2, 1),
+                tp.Routine(lr=0.1, optimizer=tp.Muon(vector_layers="adam"), **D1))
+
+
+def test_the_limit_of_muon_is_refused_before_any_work():
+    net = tp.MLP(tp.mup(2, optimizer="muon"), 2, 1)
+    with pytest.raises(tp.UnsupportedError, match="Muon is not built yet"):
+        tp.simulate_limit(net, tp.Routine(lr=0.1, optimizer=tp.Muon(), **D1))

@@ -1,0 +1,322 @@
+"""Muon: momentum, then the matrix sign of the update (docs/theory.md §11).
+
+Per layer l, with G = ∂Loss/∂W^l and the step's learning-rate factor s,
+
+    M ← β M + G,      D = G + β M (Nesterov) or M,
+    W^l ← (1 − s δ_l) W^l − s η_l n^{−(a_l + c_l)} κ_l msign(D),
+
+η_l = η lr_mult_l, δ_l = η_l λ the decoupled decay, and κ_l the width-free part of
+√(fan_out/fan_in): 1/√d for the input layer, 1 for hidden layers, √d_out for the
+readout (μP-Muon in TP4 form has c = 0, so that n^{−a_l} κ_l is √(fan_out/fan_in)
+itself).  msign(D) = U Vᵀ for D = U Σ Vᵀ: ``ns_steps`` Newton–Schulz iterations
+
+    X ← a X + (b A + c A²) X,   A = X Xᵀ,   (a, b, c) = (3.4445, −4.7750, 2.0315),
+
+from X₀ = D̃ / (‖D̃‖_F + 1e-7), or (``ns_steps=None``) the exact polar factor with
+singular values below ``POLAR_RTOL`` times the largest dropped.  D̃ is D rescaled to
+a Θ(1) Frobenius norm (by n^{g_l − a_l − j_l/2}: gradient entries n^{−g_l} in w-units,
+j_l width-n sides): msign does not see the scale, and the 1e-7 is then width-free,
+as Adam's ε is (§10.3).
+
+**Low rank.** D is a sum of the gradients' outer products, D = Pᵀ C Q with P the
+rows of ∂Loss/∂h (k × n_out), Q the layer inputs (k × n_in) and C diagonal (the
+momentum weights).  With the Gram matrices G_P = P Pᵀ and G_Q = Q Qᵀ every iterate
+is X = Pᵀ K Q for a k × k core (:func:`newton_schulz_core`, :func:`polar_core`), so a
+step never forms an n × n product of two dense matrices: O(n k² + k³) for the core and
+O(n_out n_in k) to apply it.  Where a side is not wider than k (the input layer and the
+readout: d, d_out) the update is formed densely and the iteration runs on the small
+side's Gram.  The limit engines use the same core functions with the Gram matrices of
+the particles (§11).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from ..checks import check_bool, check_choice, check_int, finite_non_negative, unit_interval
+from .adam import Adam, _betas
+from .base import CoordinateRule, Optimizer, decay_field, hyperparameter
+
+#: Newton–Schulz coefficients (a, b, c) of the quintic iteration
+NS_COEFFS = (3.4445, -4.7750, 2.0315)
+#: the regularizer of X₀ = D̃ / (‖D̃‖_F + NS_EPS)
+NS_EPS = 1e-7
+#: the exact polar factor drops singular values below this times the largest: the low-rank
+#: routes work with Gram matrices, which square the singular values, and float64 Grams
+#: resolve them to about 1e-7 of the largest
+POLAR_RTOL = 1e-6
+#: momentum weights below this times the largest are dropped from the history
+PRUNE = 1e-16
+#: the most Newton–Schulz steps one update may take
+MAX_NS_STEPS = 100
+VECTOR_LAYERS = ("muon", "adam")
+
+
+# -- msign of D = Pᵀ C Q through k x k cores -------------------------------------------------
+def frobenius_core(K, GP, GQ) -> float:
+    """‖Pᵀ K Q‖_F = √tr(Kᵀ G_P K G_Q)."""
+    return float(np.sqrt(max(np.einsum("ij,jk,ki->", K.T @ GP, K, GQ), 0.0)))
+
+
+def newton_schulz_core(C, GP, GQ, steps: int, scale: float = 1.0):
+    """K with Pᵀ K Q = the Newton–Schulz msign of D = Pᵀ C Q, from the Gram matrices
+    G_P = P Pᵀ, G_Q = Q Qᵀ: X = Pᵀ K Q gives X Xᵀ X = Pᵀ (K G_Q Kᵀ G_P) K Q, so each
+    iteration is K ← (a I + b A + c A²) K with A = K G_Q Kᵀ G_P.  ``scale`` rescales D
+    to D̃ (only the 1e-7 sees it)."""
+    a, b, c = NS_COEFFS
+    K = C / (scale * frobenius_core(C, GP, GQ) + NS_EPS) * scale
+    for _ in range(steps):
+        A = K @ GQ @ K.T @ GP
+        K = a * K + (b * A + c * (A @ A)) @ K
+    return K
+
+
+def _sqrt_and_pinv_sqrt(G, rtol):
+    """G^{1/2} and the pseudo-inverse of G^{1/2} (eigenvalues below rtol · max dropped)."""
+    w, U = np.linalg.eigh((G + G.T) / 2)
+    keep = w > rtol * max(float(w.max(initial=0.0)), 0.0)
+    r = np.sqrt(np.where(keep, w, 0.0))
+    inv = np.where(keep, 1.0 / np.where(keep, r, 1.0), 0.0)
+    return (U * r) @ U.T, (U * inv) @ U.T
+
+
+def polar_core(C, GP, GQ, rtol: float = POLAR_RTOL):
+    """K with Pᵀ K Q = U Vᵀ, the exact polar factor of D = Pᵀ C Q: with Φ = Pᵀ G_P^{−1/2}
+    and Ψ = Qᵀ G_Q^{−1/2} orthonormal, D = Φ S Ψᵀ, S = G_P^{1/2} C G_Q^{1/2}, so
+    msign(D) = Φ msign(S) Ψᵀ (singular values of S below rtol times the largest, and
+    Gram eigenvalues below rtol², dropped)."""
+    sP, iP = _sqrt_and_pinv_sqrt(GP, rtol ** 2)
+    sQ, iQ = _sqrt_and_pinv_sqrt(GQ, rtol ** 2)
+    U, sv, Vt = np.linalg.svd(sP @ C @ sQ)
+    keep = sv > rtol * sv.max(initial=0.0)
+    return iP @ (U[:, keep] @ Vt[keep]) @ iQ
+
+
+def newton_schulz_dense(D, steps: int, scale: float = 1.0, xp=np):
+    """The Newton–Schulz msign of a dense D, iterated on its smaller side's Gram (X ←
+    X (a I + b Y + c Y²), Y = Xᵀ X, for a tall X; the transpose for a wide one)."""
+    a, b, c = NS_COEFFS
+    wide = D.shape[0] < D.shape[1]
+    X = D.T if wide else D
+    X = X / (scale * float(xp.linalg.norm(X)) + NS_EPS) * scale
+    for _ in range(steps):
+        Y = X.T @ X
+        X = X @ (a * xp.eye(len(Y)) + b * Y + c * (Y @ Y))
+    return X.T if wide else X
+
+
+def polar_dense(D, rtol: float = POLAR_RTOL, xp=np):
+    """U Vᵀ of a dense D through its smaller side's Gram: D (DᵀD)^{+1/2} for a tall D."""
+    wide = D.shape[0] < D.shape[1]
+    X = D.T if wide else D
+    _, inv = _sqrt_and_pinv_sqrt(_host(X.T @ X), rtol ** 2)
+    out = X @ xp.asarray(inv)
+    return out.T if wide else out
+
+
+def _host(a):
+    return a.get() if hasattr(a, "get") else a
+
+
+# -- the finite network's state: the gradients' factors, weighted --------------------------
+class MuonHistory:
+    """The momentum buffer M = Σ_s w_s G_sᵀ X_s of one weight matrix, kept as its factors:
+    rows P (k, n_out), Q (k, n_in) and weights w (k,), with the Gram matrices P Pᵀ and
+    Q Qᵀ grown a block per step.  Rows whose weight falls below PRUNE times the largest
+    are dropped (momentum forgets them)."""
+
+    def __init__(self, n_out: int, n_in: int, xp):
+        self.xp = xp
+        self.P, self.Q = xp.zeros((0, n_out)), xp.zeros((0, n_in))
+        self.w = np.zeros(0)
+        self.last = 0                                # rows of the newest push
+        self.GP, self.GQ = np.zeros((0, 0)), np.zeros((0, 0))
+
+    def push(self, G, X, beta: float) -> None:
+        """M ← β M + Gᵀ X."""
+        xp = self.xp
+        self.last = len(G)
+        self.w = np.concatenate([beta * self.w, np.ones(len(G))])
+        self.GP = _grown(self.GP, _host(self.P @ G.T), _host(G @ G.T))
+        self.GQ = _grown(self.GQ, _host(self.Q @ X.T), _host(X @ X.T))
+        self.P, self.Q = xp.concatenate([self.P, G]), xp.concatenate([self.Q, X])
+        keep = self.w > PRUNE * self.w.max()
+        if not keep.all():
+            idx = np.flatnonzero(keep)
+            self.w, self.GP, self.GQ = self.w[idx], self.GP[np.ix_(idx, idx)], \
+                self.GQ[np.ix_(idx, idx)]
+            self.P, self.Q = self.P[xp.asarray(idx)], self.Q[xp.asarray(idx)]
+
+    def __len__(self):
+        return len(self.w)
+
+
+def _grown(G, cross, block):
+    k, m = cross.shape
+    out = np.empty((k + m, k + m))
+    out[:k, :k], out[:k, k:], out[k:, :k], out[k:, k:] = G, cross, cross.T, block
+    return out
+
+
+class MuonHyper(NamedTuple):
+    """Muon's hidden matrices are not moved coordinate by coordinate (no coordinate rule)."""
+
+
+MUON_RULE = CoordinateRule("muon", (), (), None, MuonHyper)
+
+
+def _ns_steps(v, name):
+    """Newton–Schulz steps in 1..MAX_NS_STEPS, or None / 'exact' for the exact polar factor."""
+    return None if v is None or v == "exact" else check_int(v, name, 1, MAX_NS_STEPS)
+
+
+def _vector_layers(v, name):
+    return check_choice(v, name, VECTOR_LAYERS)
+
+
+@dataclass(frozen=True)
+class Muon(Optimizer):
+    """Muon: momentum then the matrix sign, scaled by √(fan_out/fan_in) (docs/theory.md §11).
+
+    ``momentum`` β ∈ [0, 1); ``nesterov``: D = G + β M (else M); ``ns_steps``: Newton–
+    Schulz iterations (None: the exact polar factor); ``weight_decay`` λ: decoupled,
+    W ← (1 − η_l λ) W per step (width-free, §10.1); ``vector_layers``: 'muon' (every
+    layer) or 'adam' (Adam on the input layer and the readout, with ``adam_betas`` and
+    ``adam_eps``; the parametrization then follows the 'muon_adam' exponents).
+    """
+
+    momentum: float = hyperparameter(0.95, unit_interval, "Muon's momentum β in [0, 1)",
+                                     toml="muon_momentum")
+    nesterov: bool = hyperparameter(True, check_bool,
+                                    "Muon: Nesterov's momentum (D = G + β M)",
+                                    toml="muon_nesterov", kind="bool")
+    ns_steps: int | None = hyperparameter(5, _ns_steps, "Muon: Newton–Schulz iterations "
+                                          "(None or 'exact': the exact polar factor)",
+                                          kind="int|str")
+    weight_decay: float = decay_field()
+    vector_layers: str = hyperparameter("muon", _vector_layers,
+                                        "Muon: 'muon' on every layer, or 'adam' on the input "
+                                        "layer and the readout", kind="str")
+    adam_betas: tuple = hyperparameter((0.9, 0.999), _betas, "Adam's (β₁, β₂)",
+                                       kind="numbers")
+    adam_eps: float = hyperparameter(1e-8, finite_non_negative,
+                                     "Adam's ε in width-free units (docs/theory.md §10.3)")
+
+    name = "muon"
+
+    @property
+    def exponents(self) -> str:
+        return "muon" if self.vector_layers == "muon" else "muon_adam"
+
+    @classmethod
+    def for_exponents(cls, kind: str):
+        return {"muon": cls(), "muon_adam": cls(vector_layers="adam")}.get(kind)
+
+    @property
+    def linear(self) -> bool:
+        return False
+
+    @property
+    def plain(self) -> bool:
+        return False
+
+    @property
+    def rule(self):
+        return MUON_RULE
+
+    @property
+    def adam(self) -> Adam:
+        """The Adam of the vector layers (vector_layers='adam')."""
+        return Adam(betas=self.adam_betas, eps=self.adam_eps, weight_decay=self.weight_decay)
+
+    def coordinate(self, lr, alpha, shrink, t, rate=1.0):
+        raise TypeError("Muon moves whole matrices (msign), not coordinates one by one")
+
+    # -- the finite network -------------------------------------------------------------
+    def _vector(self, l: int, layers: int) -> bool:
+        return self.vector_layers == "adam" and l in (0, layers - 1)
+
+    def finite_state(self, W, l: int, layers: int, backend) -> tuple:
+        if self._vector(l, layers):
+            return self.adam.finite_state(W, l, layers, backend)
+        return (MuonHistory(W.shape[0], W.shape[1], backend.xp),)
+
+    def finite_step(self, W, state, G, X, const, l, t, backend, rate=1.0):
+        """W ← (1 − s δ_l) W − s η_l n^{−(a_l + c_l)} κ_l msign(D) (see the module docstring);
+        the vector layers of vector_layers='adam' take Adam's step."""
+        layers = len(const.lr)
+        if self._vector(l, layers):
+            return self.adam.finite_step(W, state, G, X, const, l, t, backend, rate)
+        (hist,) = state
+        hist.push(G, X, self.momentum)
+        U = self.direction_matrix(hist, const, l, backend.xp)
+        shrink = self.shrinks(const.decay)[l] * rate
+        if shrink:
+            W *= 1.0 - shrink
+        step = rate * const.adam_lr[l] * const.w_scale[l] * shape_factor(l, layers, W.shape)
+        W -= step * U
+
+    def direction_matrix(self, hist: MuonHistory, const, l: int, xp):
+        """msign(D) (n_out, n_in) of the buffer's update D = Pᵀ diag(w_D) Q."""
+        if self.nesterov:                            # D = G + β M
+            w = self.momentum * hist.w
+            w[-hist.last:] += 1.0
+        else:
+            w = hist.w                               # D = M
+        n_out, n_in = hist.P.shape[1], hist.Q.shape[1]
+        scale = _norm_scale(const, l, n_out, n_in)
+        if min(n_out, n_in) <= len(hist):            # a side no wider than the rank: dense
+            D = hist.P.T @ (xp.asarray(w)[:, None] * hist.Q)
+            if self.ns_steps is None:
+                return polar_dense(D, xp=xp)
+            return newton_schulz_dense(D, self.ns_steps, scale, xp)
+        C = np.diag(w)
+        K = (polar_core(C, hist.GP, hist.GQ) if self.ns_steps is None
+             else newton_schulz_core(C, hist.GP, hist.GQ, self.ns_steps, scale))
+        return hist.P.T @ (xp.asarray(K) @ hist.Q)
+
+    def finite_state_rows(self, B: int, T: int) -> int:
+        """The most rows a history keeps: B per step until momentum forgets them."""
+        if self.momentum == 0.0:
+            return B
+        horizon = int(np.ceil(np.log(PRUNE) / np.log(self.momentum))) + 1
+        return B * min(T, horizon)
+
+    def finite_state_bytes(self, shape, l, layers, B, T, itemsize):
+        """The history's rows P, Q and their Gram matrices (and the update, formed densely
+        once per step); Adam's moments on the vector layers of vector_layers='adam'."""
+        if self._vector(l, layers):
+            return self.adam.finite_state_bytes(shape, l, layers, B, T, itemsize)
+        k = self.finite_state_rows(B, T)
+        return k * (shape[0] + shape[1]) * itemsize + 16.0 * k * k + \
+            shape[0] * shape[1] * itemsize
+
+    def limit_refusal(self) -> str | None:
+        return ("the infinite-width limit of Muon is not built yet (docs/theory.md §11): "
+                "train finite networks with tp.train_finite, or use SGD or Adam for a limit")
+
+    def kernel_refusal(self, regime: str) -> str | None:
+        return (f"{self} in the {regime} regime: msign(D) is not linear in the gradients; "
+                "its limit there is not kernel gradient descent (docs/theory.md §11); use "
+                "tp.mup(L, optimizer='muon')")
+
+
+def shape_factor(l: int, layers: int, shape) -> float:
+    """κ_l: the width-free part of √(fan_out/fan_in) — 1/√d (input layer), 1 (hidden),
+    √d_out (readout)."""
+    if l == 0:
+        return shape[1] ** -0.5
+    if l == layers - 1:
+        return shape[0] ** 0.5
+    return 1.0
+
+
+def _norm_scale(const, l: int, n_out: int, n_in: int) -> float:
+    """n^{g_l − a_l − j_l/2} (see the module docstring): D̃ = scale · D has a Θ(1) Frobenius
+    norm at every width."""
+    width = const.width
+    sides = (n_out == width) + (n_in == width)
+    return const.w_scale[l] / const.eps_scale[l] * width ** (-sides / 2)
+
