@@ -266,7 +266,10 @@ for i, kw in enumerate([dict(momentum=1.0), dict(momentum=-0.5), dict(ns_steps=0
     case(f"muon-setting-{i}", lambda kw=kw: tp.Muon(**kw))
 case("muon-with-an-sgd-parametrization",
      lambda: tp.train_finite(MUP2, d1(optimizer=tp.Muon()), 32))
-case("muon-limit", lambda: tp.simulate_limit(MUON2, d1(optimizer=tp.Muon())))
+case("muon-kernel-regime", lambda: tp.simulate_limit(
+    tp.MLP(tp.ABC(tp.mup(2).a, tp.mup(2).b, ["1/2", "1/2", 0], optimizer="muon"), 2, 1),
+    d1(optimizer=tp.Muon())))
+case("muon-partners", lambda: tp.simulate_limit(MUON2, d1(optimizer=tp.Muon()), partners=8))
 case("muon-to-torch", lambda: tp.to_torch(MUON2, 32, routine=d1(optimizer=tp.Muon())))
 case("simulate_limit-deep-linear-memory", lambda: _long(tp.MLP(tp.mup(2), 2, 1, phi="id")))
 case("simulate_limit-kernel-memory", lambda: tp.simulate_limit(NTP2, tp.Routine(
@@ -514,7 +517,7 @@ def test_the_sweep_is_large():
     ("simulate_limit-deep-history-memory", "history Gram arrays"),
     ("muon-setting-2", r"ns_steps = 0 must be an int >= 1"),
     ("muon-with-an-sgd-parametrization", r"optimizer='muon'"),
-    ("muon-limit", "Muon is not built yet"),
+    ("muon-kernel-regime", "msign.*not linear in the gradients"),
     ("simulate_limit-one-hidden-feature-kernel-memory", r"recorded results.*record=\(\)"),
     ("simulate_limit-deep-feature-kernel-memory", r"recorded results.*record=\(\)"),
     ("simulate_limit-deep-linear-memory", "exact deep linear"),

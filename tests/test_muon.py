@@ -3,7 +3,7 @@ the dense iteration, finite networks against a dense implementation written here
 classifier's exponents against coordinate checks, and the refusals."""
 import numpy as np
 import pytest
-from conftest import D1, N8_LONG
+from conftest import D1, N8_LONG, t_quantile, welch_dof
 
 import tp_limits as tp
 from tp_limits.engine.backend import numpy_backend
@@ -190,7 +190,105 @@ def test_muon_with_a_parametrization_not_declared_for_it_is_refused():
                 tp.Routine(lr=0.1, optimizer=tp.Muon(vector_layers="adam"), **D1))
 
 
-def test_the_limit_of_muon_is_refused_before_any_work():
+def kernel_regime_muon():
+    mup = tp.mup(2)
+    return tp.ABC(mup.a, mup.b, ["1/2", "1/2", 0], optimizer="muon")
+
+
+def test_muon_limits_refuse_what_does_not_apply():
+    assert kernel_regime_muon().classify().regime == "kernel"
+    with pytest.raises(tp.UnsupportedError, match="not linear in the gradients"):
+        tp.simulate_limit(tp.MLP(kernel_regime_muon(), 2, 1),
+                          tp.Routine(lr=0.1, optimizer=tp.Muon(), **D1))
     net = tp.MLP(tp.mup(2, optimizer="muon"), 2, 1)
-    with pytest.raises(tp.UnsupportedError, match="Muon is not built yet"):
-        tp.simulate_limit(net, tp.Routine(lr=0.1, optimizer=tp.Muon(), **D1))
+    r = tp.Routine(lr=0.1, optimizer=tp.Muon(), **D1)
+    with pytest.raises(tp.SpecError, match="coefficient matrix over stored pairs"):
+        tp.simulate_limit(net, r, partners=64)
+    with pytest.raises(tp.SpecError, match="zdot='tangent' follows plain SGD only"):
+        tp.simulate_limit(net, r, zdot="tangent")
+
+
+# ---- the limit ----------------------------------------------------------------------------------
+def _moment_recursion(net, routine):
+    """The one-hidden-layer linear μP-Muon limit without momentum and with the exact polar
+    factor, as second moments K = E[Z^Uᵀ Z^U], M = E[Z^Uᵀ Z^{nV}], N = E[Z^{nV}ᵀ Z^{nV}]
+    (f(ξ) = α Mᵀ ξ).  With Γ = Σ_i χ_i ξ_iᵀ the gradient rows are g^U = α Z^{nV} Γ and
+    g^V = α Z^U Γᵀ, their Grams S_U = α² Γᵀ N Γ and S_V = α² Γ K Γᵀ, so
+    Z^U += Z^{nV} A_U with A_U = −(η₁/√d) α Γ S_U^{−1/2} and Z^{nV} += Z^U A_V with
+    A_V = −η₂ √d_out α Γᵀ S_V^{−1/2}: linear maps of the moments, written out here."""
+    P = Problem(net, routine)
+    c = net.limit_constants(routine.lr)
+    al, d, do = c.alpha, net.d_in, net.d_out
+    K, Mm, Nm = c.sigma[0] ** 2 * np.eye(d), np.zeros((d, do)), c.sigma[1] ** 2 * np.eye(do)
+
+    def inv_sqrt(S):
+        w, U = np.linalg.eigh(S)
+        keep = w > M.POLAR_RTOL ** 2 * w.max()
+        return (U[:, keep] / np.sqrt(w[keep])) @ U[:, keep].T
+
+    out = [al * routine.eval_inputs @ Mm]
+    for t in range(P.T):
+        Xb, Yb = P.batch(t)
+        chi = P.loss.grad(al * Xb @ Mm, Yb, np) / P.B
+        Gam = chi.T @ Xb
+        s = routine.rates[t]
+        AU = -(s * c.eta[0] / np.sqrt(d)) * al * Gam @ inv_sqrt(al ** 2 * Gam.T @ Nm @ Gam)
+        AV = -(s * c.eta[1] * np.sqrt(do)) * al * Gam.T @ inv_sqrt(al ** 2 * Gam @ K @ Gam.T)
+        K, Mm, Nm = (K + Mm @ AU + AU.T @ Mm.T + AU.T @ Nm @ AU,
+                     Mm + K @ AV + AU.T @ Nm + AU.T @ Mm.T @ AV,
+                     Nm + Mm.T @ AV + AV.T @ Mm + AV.T @ K @ AV)
+        out.append(al * routine.eval_inputs @ Mm)
+    return np.array(out)
+
+
+def test_exact_linear_muon_limit_equals_the_moment_recursion():
+    net = tp.MLP(tp.mup(1, optimizer="muon"), 3, 2, phi="id", sigma=[1.2, 0.8])
+    opt = tp.Muon(momentum=0.0, ns_steps=None)
+    r = tp.Routine(lr=[0.05, 0.1, 0.03], optimizer=opt, **N8_LONG)
+    lim = tp.simulate_limit(net, r)
+    assert lim.meta["method"] == "exact"
+    ref = _moment_recursion(net, r)
+    assert np.abs(lim.f_eval - ref).max() < 1e-12 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("L", [1, 2])
+@pytest.mark.parametrize("opt", [dict(), dict(ns_steps=None, nesterov=False, momentum=0.8,
+                                              weight_decay=0.3)], ids=["default", "polar"])
+def test_exact_linear_muon_limit_matches_monte_carlo(L, opt):
+    """φ = id: the exact engine against the Monte Carlo engine on the same network, within
+    the t bound of 8 independent replicates (plain Monte Carlo draws: their O(1/N) bias
+    is far below their error, docs/theory.md §11.4)."""
+    net = tp.MLP(tp.mup(L, optimizer="muon"), 3, 2, phi="id")
+    r = tp.Routine(lr=0.05, optimizer=tp.Muon(**opt), **N8_LONG)
+    exact = tp.simulate_limit(net, r)
+    assert exact.meta["method"] == "exact"
+    mc = tp.simulate_limit(net, r, method="monte_carlo", particles=2 ** 13, replicates=8,
+                           sampler="mc", seed=3)
+    q = t_quantile(mc.status.se_dof)
+    assert np.all(np.abs(mc.f_eval[1:] - exact.f_eval[1:]) <= q * mc.f_eval_se[1:])
+
+
+def _finite_mean(net, r, n, seeds):
+    F = np.array([tp.train_finite(net, r, n, seed=s, record=()).f_eval for s in range(seeds)])
+    return F.mean(axis=0), F.std(axis=0, ddof=1) / np.sqrt(seeds)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("L", [1, 2, 3])
+def test_muon_limit_matches_finite_networks_at_width_4096(L):
+    """tanh μP-Muon, the default optimizer: 6 finite nets at width 4096 against the Monte
+    Carlo limit, within the t bound of the combined standard error at every evaluated
+    step; SGD's limit at the same rate is outside that bound."""
+    net = tp.MLP(tp.mup(L, optimizer="muon"), 3, 2, phi="tanh")
+    X, Y = np.vstack([N8_LONG["X"]] * 2), np.vstack([N8_LONG["Y"]] * 2)
+    r = tp.Routine(X, Y, lr=0.05, batch_size=2, eval_inputs=N8_LONG["eval_inputs"],
+                   optimizer=tp.Muon())
+    lim = tp.simulate_limit(net, r, particles=2 ** 14, replicates=8)
+    mean, se = _finite_mean(net, r, 4096, 6)
+    combined = np.hypot(se[1:], lim.f_eval_se[1:])
+    q = t_quantile(welch_dof(se[1:], 5, lim.f_eval_se[1:], lim.status.se_dof))
+    assert np.all(np.abs(mean[1:] - lim.f_eval[1:]) <= q * combined)
+    plain = tp.Routine(X, Y, lr=0.05, batch_size=2, eval_inputs=N8_LONG["eval_inputs"])
+    sgd = tp.simulate_limit(tp.MLP(tp.mup(L), 3, 2, phi="tanh"), plain, particles=2 ** 14,
+                            replicates=8)
+    assert np.any(np.abs(sgd.f_eval[-1] - lim.f_eval[-1]) > q[-1] * combined[-1])

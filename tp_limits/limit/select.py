@@ -54,9 +54,6 @@ def select_engine(problem, options):
     deep_fl = k.regime == "feature_learning" and net.L >= 2
     if options.backprop == "decoupled" and not deep_fl:
         raise SpecError("backprop='decoupled' applies to deep (L >= 2) feature-learning limits")
-    refusal = opt.limit_refusal()
-    if refusal:
-        raise UnsupportedError(refusal)
     if k.regime in ("kernel", "trivial"):
         refusal = opt.kernel_refusal(k.regime)
         if refusal:
@@ -70,12 +67,19 @@ def select_engine(problem, options):
     if options.method == "exact" and net.phi != "id":
         raise SpecError(f"method='exact' needs phi='id' (a closed form exists only for linear "
                         f"networks); got phi={net.phi!r}")
-    if options.method == "exact" and not opt.linear:
-        raise SpecError(f"method='exact' follows optimizers linear in the gradients only: "
-                        f"{opt} is not, so a linear network has no closed form under it; use "
+    if options.method == "exact" and opt.hidden_matrices == "partners":
+        raise SpecError(f"method='exact' follows optimizers linear in the gradients and "
+                        f"matrix functions of the buffer (Muon) only: {opt} is entrywise "
+                        "nonlinear, so a linear network has no closed form under it; use "
                         "method='monte_carlo'")
     exact = options.method == "exact" or (options.method is None and net.phi == "id"
-                                          and opt.linear)
+                                          and opt.hidden_matrices != "partners")
+    if net.L == 1 and not opt.coordinatewise:
+        # a step that needs particle means first (Muon's Gram of the update): the deep
+        # engines, which have no hidden matrix for L = 1
+        if exact:
+            _refuse_deep_knobs(options, "the exact linear limit")
+        return (DeepLinear if exact else MonteCarloEngine)(problem, k, options)
     if net.L == 1:
         _refuse_deep_knobs(options, "the one-hidden-layer limit (its particles carry "
                            "every optimizer's state themselves)")

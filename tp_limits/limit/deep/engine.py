@@ -15,6 +15,7 @@ from ..replicates import run_replicates
 from ..result import LimitResult
 from . import history_kernels
 from .montecarlo import DeepRun, RunSpec, qmc_dims
+from .msign import MsignDeepRun
 from .partners import bytes_per_particle as partner_bytes
 from .partners import run_partners
 from .zdot import estimator_class
@@ -23,9 +24,10 @@ NAME = "limit/deep_monte_carlo"
 
 
 def _run(spec: RunSpec, rng, on_step) -> LimitResult:
-    if not spec.problem.optimizer.linear:
+    kind = spec.problem.optimizer.hidden_matrices
+    if kind == "partners":
         return run_partners(spec, rng, on_step)
-    return DeepRun(spec, rng).run(on_step)
+    return (MsignDeepRun if kind == "msign" else DeepRun)(spec, rng).run(on_step)
 
 
 def run_once(spec: RunSpec, rng, on_step=lambda t: None) -> LimitResult:
@@ -128,12 +130,14 @@ class MonteCarloEngine(FeatureLearningEngine):
     def _partners(self, problem, options):
         """(M, debias) for an optimizer that is not linear in the gradients (Adam,
         docs/theory.md §10.6); (0, False) for one that is."""
-        if problem.optimizer.linear:
+        if problem.optimizer.hidden_matrices != "partners":
             if options.partners is not None or not options.debias_partners:
                 raise SpecError(f"partners= and debias_partners= apply to the deep limit of "
-                                f"optimizers that are not linear in the gradients (Adam "
-                                f"training only, of those built); {problem.optimizer} follows "
-                                "a schedule instead")
+                                f"entrywise optimizers that are not linear in the gradients "
+                                f"(Adam training only, of those built); {problem.optimizer} "
+                                "follows "
+                                + ("a schedule" if problem.optimizer.linear else
+                                   "a coefficient matrix over stored pairs") + " instead")
             return 0, False
         N, debias = self.particles, options.debias_partners
         most = N // 2 if debias else N
@@ -150,7 +154,9 @@ class MonteCarloEngine(FeatureLearningEngine):
         float64 (B·T)² arrays each (families.py, gram.py)."""
         p = self.problem
         cap = p.B * p.T
-        return 8.0 * (p.net.L - 1) * 2 * 4 * cap * cap
+        # msign optimizers (Muon) keep one more: the pairs' coefficient matrix Ω
+        arrays = 9 if p.optimizer.hidden_matrices == "msign" else 8
+        return 8.0 * (p.net.L - 1) * arrays * cap * cap
 
     def result_bytes(self) -> float:
         """Every replicate's recorded outputs and statistics, which the run keeps until the

@@ -104,8 +104,21 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
     opt = problem.optimizer
     decay = opt.shrinks(const.decay)
     rates = problem.routine.rates
-    sched = {l: opt.schedule(decay[l - 1], T, rates) for l in range(2, L + 1)}
-    stU, stV = [opt.rule.zeros(c) for c in cU], [opt.rule.zeros(c) for c in cV]
+    # msign optimizers (Muon): ΔW^l is Σ_{i,j} δh_i Ω[i, j] x_jᵀ over the stored pairs
+    msign = opt.hidden_matrices == "msign"
+    sched = {l: (opt.init_factor(decay[l - 1], T, rates), None) if msign
+             else opt.schedule(decay[l - 1], T, rates) for l in range(2, L + 1)}
+    omega = {l: np.zeros((B * T, B * T)) for l in range(2, L + 1)} if msign else {}
+    if opt.coordinatewise:
+        stU, stV = [opt.rule.zeros(c) for c in cU], [opt.rule.zeros(c) for c in cV]
+    else:
+        stU = opt.particle_state(np.column_stack(cU), "input")
+        stV = opt.particle_state(np.column_stack(cV), "readout")
+
+    def moments(A, Bm):
+        """E[Aᵀ B] for coefficient columns A, B (primitives x k)."""
+        n = prim.count
+        return A[:n].T @ prim.S[:n, :n] @ Bm[:n]
 
     def apply_matrix(l, v, own, zdot_family, pairs_in_order, t):
         """Z of W^l v (forward) or W^lᵀ v (backward): new hat + Ż + ΔW sum.
@@ -125,6 +138,14 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
                 out += s2 * v[q] * c
         if rho[t] != 1.0:
             out *= rho[t]
+        if msign:
+            kp = len(pairs_in_order)
+            if kp:
+                covs = np.array([prim.cov(c_match, v) for c_match, _ in pairs_in_order])
+                om = omega[l][:kp, :kp]
+                w = (om if own is F[l] else om.T) @ covs
+                out -= np.column_stack([c for _, c in pairs_in_order]) @ w
+            return out, p
         for j, (c_match, c_add) in enumerate(pairs_in_order):
             out -= eta[l - 1] * C[t, j // B] * prim.cov(c_match, v) * c_add
         return out, p
@@ -190,20 +211,46 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
                     dh = dx
                 dh1.append(dh)
             rate = rates[t]
-            scale_u, h_u = opt.coordinate(eta[0], 1.0, decay[0], t + 1, rate)  # α is in δh^1
-            scale_v, h_v = opt.coordinate(eta[L], alpha, decay[L], t + 1, rate)
-            for k in range(d):
-                cU[k], stU[k] = opt.rule.apply(
-                    cU[k], scale_u * sum(Xb[i, k] * dh1[i] for i in range(B)), stU[k], h_u)
-            for o in range(do):
-                cV[o], stV[o] = opt.rule.apply(
-                    cV[o], scale_v * sum(chi[i, o] * fwd[i][-1] for i in range(B)), stV[o], h_v)
+            if opt.coordinatewise:
+                scale_u, h_u = opt.coordinate(eta[0], 1.0, decay[0], t + 1, rate)  # α in δh^1
+                scale_v, h_v = opt.coordinate(eta[L], alpha, decay[L], t + 1, rate)
+                for k in range(d):
+                    cU[k], stU[k] = opt.rule.apply(
+                        cU[k], scale_u * sum(Xb[i, k] * dh1[i] for i in range(B)), stU[k], h_u)
+                for o in range(do):
+                    cV[o], stV[o] = opt.rule.apply(
+                        cV[o], scale_v * sum(chi[i, o] * fwd[i][-1] for i in range(B)), stV[o],
+                        h_v)
+            else:                            # a step that needs the particles' means
+                ZU, stU = opt.move_particles(np.column_stack(cU), stU, np.column_stack(dh1),
+                                             Xb, eta[0], 1.0, decay[0], t + 1, rate, "input",
+                                             moments)
+                ZV, stV = opt.move_particles(np.column_stack(cV), stV,
+                                             np.column_stack([hs[-1] for hs in fwd]), chi,
+                                             eta[L], alpha, decay[L], t + 1, rate, "readout",
+                                             moments)
+                cU, cV = list(ZU.T.copy()), list(ZV.T.copy())
             for l in range(2, L + 1):
                 pairs[l].extend(new_pairs[l])
+                if msign:
+                    _move_omega(opt, omega[l], pairs[l], prim, t, B, rate,
+                                eta[l - 1], decay[l - 1])
             evaluate(t + 1)
     res.se_method = "exact (linear combinations of Gaussian primitives)"
     res.info = {"primitives": prim.count}
     return res.finish(loop)
+
+
+def _move_omega(opt, om, pairs, prim, t, B, rate, eta, shrink) -> None:
+    """Ω ← (1 − s δ) Ω + s η K̂ with K̂ from the exact Gram matrices of the stored pairs'
+    backward and forward vectors (deep/msign.py)."""
+    kp = len(pairs)
+    GP = np.array([[prim.cov(a, b) for b, _ in pairs] for a, _ in pairs])
+    GQ = np.array([[prim.cov(a, b) for _, b in pairs] for _, a in pairs])
+    K = opt.hidden_core(opt.buffer_weights(np.arange(kp) // B, t), GP, GQ)
+    if rate * shrink:
+        om[:kp, :kp] *= 1.0 - rate * shrink
+    om[:kp, :kp] += (rate * eta) * K
 
 
 class LinearEngine(FeatureLearningEngine):

@@ -130,7 +130,8 @@ class DeepRun:
         self.sched = {l: (opt.schedule(self.decay[l - 1], p.T, rates) if opt.linear
                           else (opt.init_factor(self.decay[l - 1], p.T, rates), None))
                       for l in range(2, L + 1)}
-        self.stU, self.stV = opt.rule.zeros(self.ZU), opt.rule.zeros(self.ZV)
+        self.stU, self.stV = (opt.particle_state(self.ZU, "input"),
+                              opt.particle_state(self.ZV, "readout"))
         self.updates = 0                      # updates so far
         self.res = LimitResult.empty(p.T, p.E, p.B, do, L if spec.record_stats else None)
         self.evaluated = set()
@@ -255,11 +256,11 @@ class DeepRun:
         # the tangents follow plain SGD only, whose step is the rate times η
         self.zdot.update(rate * self.eta[0], Xb, t_dh1, rate * self.eta[L], self.alpha, chi,
                          t_xL)
-        scale_u, h_u = opt.coordinate(self.eta[0], 1.0, self.decay[0], self.updates, rate)
-        scale_v, h_v = opt.coordinate(self.eta[L], self.alpha, self.decay[L], self.updates,
-                                      rate)
-        ZU_new, self.stU = opt.rule.apply(self.ZU, scale_u * dh1.T @ Xb, self.stU, h_u)
-        self.ZV, self.stV = opt.rule.apply(self.ZV, scale_v * xL.T @ chi, self.stV, h_v)
+        ZU_new, self.stU = opt.move_particles(self.ZU, self.stU, dh1.T, Xb, self.eta[0], 1.0,
+                                              self.decay[0], self.updates, rate, "input")
+        self.ZV, self.stV = opt.move_particles(self.ZV, self.stV, xL.T, chi, self.eta[L],
+                                               self.alpha, self.decay[L], self.updates, rate,
+                                               "readout")
         self.ZU = ZU_new
         for l in range(2, L + 1):
             self.npairs[l] += len(Xb)

@@ -151,6 +151,19 @@ class Optimizer:
         """Heavy-ball momentum μ (0 for optimizers without it)."""
         return 0.0
 
+    @property
+    def coordinatewise(self) -> bool:
+        """Every coordinate a particle carries moves by the rule alone (the fused one-hidden
+        kernel runs it); False when a step needs particle means first (Muon's Gram)."""
+        return True
+
+    @property
+    def hidden_matrices(self) -> str:
+        """How the deep engine follows a hidden matrix: 'schedule' (linear: W_t = ρ_t W_0 −
+        Σ C[t, s] γ G_s), 'partners' (entrywise and nonlinear: partner particles) or
+        'msign' (a matrix function of the buffer: a coefficient matrix over stored pairs)."""
+        return "schedule" if self.linear else "partners"
+
     def shrinks(self, decay) -> tuple:
         """δ_l = η_l λ, the per-step shrink of each layer (``decay[l]`` = η_l = η lr_mult_l;
         docs/theory.md §10.1)."""
@@ -177,10 +190,6 @@ class Optimizer:
         """Bytes of layer ``l``'s state (of ``layers``) over a run of T steps of batch B."""
         return len(self.rule.slots) * shape[0] * shape[1] * itemsize
 
-    def limit_refusal(self) -> str | None:
-        """Why no limit engine follows this optimizer yet, or None."""
-        return None
-
     @classmethod
     def for_exponents(cls, kind: str):
         """The optimizer of this class with its defaults that follows the width rule ``kind``
@@ -194,6 +203,22 @@ class Optimizer:
         ``const``: the network's FiniteConstants (docs/theory.md §7.1); ``rate``: the
         schedule's factor η_t / η of this update (docs/theory.md §10.9)."""
         raise NotImplementedError
+
+    # -- the coordinates a particle carries (Z^U, Z^{nV}) -----------------------------------
+    def particle_state(self, Z, layer: str) -> tuple:
+        """The state beside particle coordinates Z (N, k) of the input layer or the readout
+        (``layer``: 'input' or 'readout'): one zero array like Z per rule slot."""
+        return self.rule.zeros(Z)
+
+    def move_particles(self, Z, state, left, right, lr, alpha, shrink, t, rate, layer,
+                       moments=None):
+        """(Z', state') after the t-th update of particle coordinates Z (N, k) whose gradient
+        rows are left @ right ((N, B) @ (B, k)), with ``alpha`` inside the gradient: the
+        coordinate rule, fed (scale · left) @ right.  ``moments(A, B)`` = E[Aᵀ B] over the
+        particles (default: the mean over the rows; the exact engines pass their Gaussian
+        primitives' covariance), for rules that need particle means."""
+        scale, h = self.coordinate(lr, alpha, shrink, t, rate)
+        return self.rule.apply(Z, scale * left @ right, state, h)
 
     # -- deep hidden matrices ---------------------------------------------------------------
     def schedule(self, shrink: float, T: int, rates=None):

@@ -56,8 +56,14 @@ VECTOR_LAYERS = ("muon", "adam")
 
 # -- msign of D = Pᵀ C Q through k x k cores -------------------------------------------------
 def frobenius_core(K, GP, GQ) -> float:
-    """‖Pᵀ K Q‖_F = √tr(Kᵀ G_P K G_Q)."""
-    return float(np.sqrt(max(np.einsum("ij,jk,ki->", K.T @ GP, K, GQ), 0.0)))
+    """‖Pᵀ K Q‖_F = √tr(Kᵀ G_P K G_Q) = √Σ (G_P K) ⊙ (K G_Q) (G_P symmetric); for a
+    diagonal K = diag(w) the O(k²) form √(wᵀ (G_P ⊙ G_Q) w)."""
+    w = np.diagonal(K)
+    if np.count_nonzero(K) == np.count_nonzero(w):
+        tr = w @ (GP * GQ) @ w
+    else:
+        tr = np.sum((GP @ K) * (K @ GQ))
+    return float(np.sqrt(max(tr, 0.0)))
 
 
 def newton_schulz_core(C, GP, GQ, steps: int, scale: float = 1.0):
@@ -118,6 +124,33 @@ def polar_dense(D, rtol: float = POLAR_RTOL, xp=np):
 
 def _host(a):
     return a.get() if hasattr(a, "get") else a
+
+
+def _like(a, ref):
+    """The host array ``a`` where ``ref`` lives (NumPy, or a CuPy device)."""
+    if isinstance(ref, np.ndarray):
+        return a
+    import cupy                      # only reached with device arrays
+    return cupy.asarray(a)
+
+
+def polar_rows(S, rtol: float = POLAR_RTOL):
+    """R with rows D R the polar factor of a tall D (N, k) whose S = E[D Dᵀ]: S^{+−1/2}."""
+    return _sqrt_and_pinv_sqrt(S, rtol ** 2)[1]
+
+
+def newton_schulz_rows(S, steps: int):
+    """R with D R the Newton–Schulz iterate of a tall D in particle units: X₀ = D/(√tr S +
+    10⁻⁷) has Gram Y₀ = S/(√tr S + 10⁻⁷)², and X ← X P(Y), Y ← P Y P with
+    P = a I + b Y + c Y² (P commutes with Y)."""
+    a, b, c = NS_COEFFS
+    norm = float(np.sqrt(max(np.trace(S), 0.0))) + NS_EPS
+    R = np.eye(len(S)) / norm
+    Y = S / norm ** 2
+    for _ in range(steps):
+        P = a * np.eye(len(S)) + b * Y + c * (Y @ Y)
+        R, Y = R @ P, P @ Y @ P
+    return R
 
 
 # -- the finite network's state: the gradients' factors, weighted --------------------------
@@ -293,9 +326,67 @@ class Muon(Optimizer):
         return k * (shape[0] + shape[1]) * itemsize + 16.0 * k * k + \
             shape[0] * shape[1] * itemsize
 
-    def limit_refusal(self) -> str | None:
-        return ("the infinite-width limit of Muon is not built yet (docs/theory.md §11): "
-                "train finite networks with tp.train_finite, or use SGD or Adam for a limit")
+    # -- the limit (docs/theory.md §11.4) -------------------------------------------------
+    @property
+    def coordinatewise(self) -> bool:
+        return False
+
+    @property
+    def hidden_matrices(self) -> str:
+        return "msign"
+
+    def particle_state(self, Z, layer):
+        if self._vector(0 if layer == "input" else 1, 2):
+            return self.adam.particle_state(Z, layer)
+        return (Z * 0.0,)
+
+    def move_particles(self, Z, state, left, right, lr, alpha, shrink, t, rate, layer,
+                       moments=None):
+        """The input layer's rows Z^U (N, d) or the readout's columns Z^{nV} (N, d_out):
+        with the gradient rows g = α left @ right, m ← β m + g, D = g + β m (or m), and
+        Z ← (1 − s δ) Z − s lr κ D R with R = S^{−1/2} (S = E[D Dᵀ], k × k: the polar
+        factor's rows in the limit) or the Newton–Schulz polynomial of S."""
+        if self._vector(0 if layer == "input" else 1, 2):
+            return self.adam.move_particles(Z, state, left, right, lr, alpha, shrink, t, rate,
+                                            layer, moments)
+        (m,) = state
+        g = alpha * (left @ right)
+        m = self.momentum * m + g
+        D = g + self.momentum * m if self.nesterov else m
+        S = _host(D.T @ D) / len(D) if moments is None else moments(D, D)
+        R = polar_rows(S) if self.ns_steps is None else newton_schulz_rows(S, self.ns_steps)
+        k = Z.shape[1]
+        kappa = k ** -0.5 if layer == "input" else k ** 0.5
+        Z = (1.0 - rate * shrink) * Z - (rate * lr * kappa) * (D @ _like(R, D))
+        return Z, (m,)
+
+    def init_factor(self, shrink, T, rates=None):
+        """ρ_t = Π_{s<t} (1 − s_s δ): decoupled decay on W_0."""
+        r = np.ones(T) if rates is None else np.asarray(rates, float)
+        return np.concatenate([[1.0], np.cumprod(1.0 - r * shrink)])
+
+    def buffer_weights(self, steps, t: int) -> np.ndarray:
+        """The weights of stored pairs from ``steps`` in D at update t (0-based): β^{t−s}
+        (heavy ball), β^{t−s+1} + [s = t] (Nesterov)."""
+        steps = np.asarray(steps)
+        w = self.momentum ** (t - steps).astype(float)
+        if self.nesterov:
+            w = self.momentum * w + (steps == t)
+        return w
+
+    def hidden_core(self, weights, GP, GQ):
+        """K̂ with msign(D) = (1/n) Pᵀ K̂ Q for D = (1/n) Pᵀ diag(weights) Q and the limit
+        Gram matrices G_P = E[Z^{δh_i} Z^{δh_j}], G_Q = E[Z^{x_i} Z^{x_j}] (the cores of
+        §11.3 are unchanged by the 1/n); rows of weight below PRUNE times the largest
+        are left out."""
+        keep = np.flatnonzero(weights > PRUNE * weights.max(initial=0.0))
+        K = np.zeros((len(weights), len(weights)))
+        if len(keep):
+            ix = np.ix_(keep, keep)
+            C = np.diag(weights[keep])
+            K[ix] = (polar_core(C, GP[ix], GQ[ix]) if self.ns_steps is None
+                     else newton_schulz_core(C, GP[ix], GQ[ix], self.ns_steps))
+        return K
 
     def kernel_refusal(self, regime: str) -> str | None:
         return (f"{self} in the {regime} regime: msign(D) is not linear in the gradients; "
