@@ -233,24 +233,13 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
             for l in range(2, L + 1):
                 pairs[l].extend(new_pairs[l])
                 if msign:
-                    _move_omega(opt, omega[l], pairs[l], prim, t, B, rate,
-                                eta[l - 1], decay[l - 1])
+                    GP = np.array([[prim.cov(a, b) for b, _ in pairs[l]] for a, _ in pairs[l]])
+                    GQ = np.array([[prim.cov(a, b) for _, b in pairs[l]] for _, a in pairs[l]])
+                    opt.move_pairs(omega[l], GP, GQ, t, B, rate, eta[l - 1], decay[l - 1])
             evaluate(t + 1)
     res.se_method = "exact (linear combinations of Gaussian primitives)"
     res.info = {"primitives": prim.count}
     return res.finish(loop)
-
-
-def _move_omega(opt, om, pairs, prim, t, B, rate, eta, shrink) -> None:
-    """Ω ← (1 − s δ) Ω + s η K̂ with K̂ from the exact Gram matrices of the stored pairs'
-    backward and forward vectors (deep/msign.py)."""
-    kp = len(pairs)
-    GP = np.array([[prim.cov(a, b) for b, _ in pairs] for a, _ in pairs])
-    GQ = np.array([[prim.cov(a, b) for _, b in pairs] for _, a in pairs])
-    K = opt.hidden_core(opt.buffer_weights(np.arange(kp) // B, t), GP, GQ)
-    if rate * shrink:
-        om[:kp, :kp] *= 1.0 - rate * shrink
-    om[:kp, :kp] += (rate * eta) * K
 
 
 class LinearEngine(FeatureLearningEngine):

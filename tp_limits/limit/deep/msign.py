@@ -52,7 +52,6 @@ class MsignDeepRun(DeepRun):
         the pairs stored so far (this step's included) and Ω ← (1 − s δ) Ω + s η_l K̂."""
         super().update(Xb, dh1, t_dh1, xL, t_xL, chi)
         t = self.updates - 1
-        rate, B = self.rates[t], len(Xb)
         for l in range(2, self.L + 1):
             kp = self.npairs[l]
             F, G = self.F[l], self.G[l]
@@ -61,13 +60,8 @@ class MsignDeepRun(DeepRun):
             # k x k products alone: every core may work on them (the run pins BLAS to one
             # thread where its own kernels run beside it)
             with threadpool_limits(limits=os.cpu_count() or 1, user_api="blas"):
-                K = self.opt.hidden_core(self.opt.buffer_weights(np.arange(kp) // B, t), GP,
-                                         GQ)
-            om = self.omega[l]
-            shrink = rate * self.decay[l - 1]
-            if shrink:
-                om[:kp, :kp] *= 1.0 - shrink
-            om[:kp, :kp] += (rate * self.eta[l - 1]) * K
+                self.opt.move_pairs(self.omega[l], GP, GQ, t, len(Xb), self.rates[t],
+                                    self.eta[l - 1], self.decay[l - 1])
 
 
 def _host(a):

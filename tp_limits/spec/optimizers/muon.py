@@ -336,7 +336,8 @@ class Muon(Optimizer):
         return "msign"
 
     def particle_state(self, Z, layer):
-        if self._vector(0 if layer == "input" else 1, 2):
+        # the coordinates particles carry are the vector layers' (input and readout)
+        if self.vector_layers == "adam":
             return self.adam.particle_state(Z, layer)
         return (Z * 0.0,)
 
@@ -346,7 +347,7 @@ class Muon(Optimizer):
         with the gradient rows g = α left @ right, m ← β m + g, D = g + β m (or m), and
         Z ← (1 − s δ) Z − s lr κ D R with R = S^{−1/2} (S = E[D Dᵀ], k × k: the polar
         factor's rows in the limit) or the Newton–Schulz polynomial of S."""
-        if self._vector(0 if layer == "input" else 1, 2):
+        if self.vector_layers == "adam":
             return self.adam.move_particles(Z, state, left, right, lr, alpha, shrink, t, rate,
                                             layer, moments)
         (m,) = state
@@ -373,6 +374,17 @@ class Muon(Optimizer):
         if self.nesterov:
             w = self.momentum * w + (steps == t)
         return w
+
+    def move_pairs(self, omega, GP, GQ, t: int, B: int, rate: float, lr: float,
+                   shrink: float) -> None:
+        """Ω ← (1 − s δ) Ω + s η_l K̂ in place for a hidden matrix after update t (0-based):
+        K̂ the core of its buffer over the k stored pairs (B per step) whose limit Gram
+        matrices are G_P (backward vectors) and G_Q (forward vectors) (§11.4)."""
+        k = len(GP)
+        K = self.hidden_core(self.buffer_weights(np.arange(k) // B, t), GP, GQ)
+        if rate * shrink:
+            omega[:k, :k] *= 1.0 - rate * shrink
+        omega[:k, :k] += (rate * lr) * K
 
     def hidden_core(self, weights, GP, GQ):
         """K̂ with msign(D) = (1/n) Pᵀ K̂ Q for D = (1/n) Pᵀ diag(weights) Q and the limit
