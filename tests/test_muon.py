@@ -292,3 +292,14 @@ def test_muon_limit_matches_finite_networks_at_width_4096(L):
     sgd = tp.simulate_limit(tp.MLP(tp.mup(L), 3, 2, phi="tanh"), plain, particles=2 ** 14,
                             replicates=8)
     assert np.any(np.abs(sgd.f_eval[-1] - lim.f_eval[-1]) > q[-1] * combined[-1])
+
+
+@pytest.mark.filterwarnings("ignore:lr_sweep")
+def test_lr_sweep_runs_muon_at_every_width_and_in_the_limit():
+    net = tp.MLP(tp.mup(2, optimizer="muon"), 2, 1, phi="tanh")
+    r = tp.Routine(lr=0.1, optimizer=tp.Muon(), **D1)
+    sw = tp.lr_sweep(net, r, [0.02, 0.05, 0.1], widths=[32, 64], seeds=2, refine=0,
+                     particles=500, replicates=2, executor="serial", progress=False)
+    assert set(sw.optimal_lr) == {"inf", 32, 64} and not sw.no_limit
+    lim = [x for x in sw.records if x["width"] == "inf"]
+    assert len(lim) == 6 and all(np.isfinite(x["value"]) for x in lim)
