@@ -6,7 +6,7 @@ from conftest import d1, t_quantile
 import tp_limits as tp
 from tp_limits.engine.backend import get_backend
 from tp_limits.finite.network import FiniteNetwork
-from tp_limits.finite.stats import spectral_norm
+from tp_limits.finite.norms import spectral_norm
 from tp_limits.losses import get_loss
 
 NP = get_backend("numpy")
@@ -169,7 +169,7 @@ def test_stats_match_direct_computation():
 def test_frobenius_distance_by_cached_blocks(dtype):
     """‖A - B‖_F by row blocks (one row, 7 rows with a partial last block, all rows at
     once) against the dense norm; float32 inputs are summed in float64."""
-    from tp_limits.finite.stats import frobenius_distance
+    from tp_limits.finite.norms import frobenius_distance
     rng = np.random.default_rng(3)
     A = rng.standard_normal((53, 40)).astype(dtype)
     B = (A + 1e-3 * rng.standard_normal(A.shape)).astype(dtype)
@@ -194,7 +194,7 @@ def test_lanczos_norm_against_svd(dtype):
     """Golub-Kahan-Lanczos: a Gaussian matrix (top singular values close together), a
     rectangular one and a rank-3 one (an invariant subspace after three steps), from
     below and to its stopping tolerance."""
-    from tp_limits.finite.stats import lanczos_norm
+    from tp_limits.finite.norms import lanczos_norm
     rng = np.random.default_rng(0)
     mats = [rng.standard_normal((400, 400)), rng.standard_normal((300, 120)),
             rng.standard_normal((300, 3)) @ rng.standard_normal((3, 300))]

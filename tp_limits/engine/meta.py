@@ -13,7 +13,7 @@ from .._version import __version__
 
 #: Keys of :func:`problem_meta`: two runs agree on all of them iff they solve the same problem.
 PROBLEM_KEYS = ("parametrization", "phi", "L", "d_in", "d_out", "sigma", "lr_mult",
-                "readout_multiplier", "output_scale", "lr", "lr_schedule", "loss", "batch_size",
+                "readout_multiplier", "output_scale", "init", "lr", "lr_schedule", "loss", "batch_size",
                 "steps", "optimizer")
 
 
@@ -22,6 +22,7 @@ def problem_meta(problem) -> dict:
     return {"parametrization": repr(net.param), "phi": net.phi, "L": net.L, "d_in": net.d_in,
             "d_out": net.d_out, "sigma": list(net.sigma), "lr_mult": list(net.lr_mult),
             "readout_multiplier": net.readout_multiplier, "output_scale": net.output_scale,
+            "init": net.init,
             "lr": r.lr, "lr_schedule": None if r.lr_factors is None else r.lr_factors.tolist(),
             "loss": r.loss, "batch_size": r.batch_size, "steps": r.steps,
             "optimizer": str(problem.optimizer)}
@@ -42,5 +43,9 @@ def problem_mismatch(problem, meta: dict) -> list:
     """The problem keys on which ``meta`` (a Trajectory's) differs from ``problem``: empty iff
     the trajectory was computed for this problem."""
     mine = problem_meta(problem)
-    return [f"{k} = {meta.get(k)!r} (here {mine[k]!r})" for k in PROBLEM_KEYS
-            if meta.get(k) != mine[k]]
+    return [f"{k} = {meta.get(k, _BEFORE.get(k))!r} (here {mine[k]!r})" for k in PROBLEM_KEYS
+            if meta.get(k, _BEFORE.get(k)) != mine[k]]
+
+
+#: what a key added later meant in trajectories saved before it existed
+_BEFORE = {"init": "gaussian"}

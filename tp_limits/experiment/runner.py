@@ -147,7 +147,8 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
         X, Y, E, Ye, steps = load_data(cfg["data"], r, Path(base))
         net = MLP(param, d_in=np.shape(X)[1] if np.ndim(X) == 2 else 1, d_out=_d_out(cfg["data"], Y),
                   phi=m["phi"], sigma=m["sigma"], lr_mult=m["lr_mult"],
-                  readout_multiplier=m["readout_multiplier"], output_scale=m["output_scale"])
+                  readout_multiplier=m["readout_multiplier"], output_scale=m["output_scale"],
+                  init=m["init"])
         routine = Routine(X, Y, lr=_rates(r, X, steps), loss=r["loss"],
                           batch_size=r["batch_size"],
                           steps=steps, eval_inputs=E, eval_targets=Ye,

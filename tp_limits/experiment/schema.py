@@ -22,6 +22,7 @@ from ..errors import TPError
 from ..losses import LOSSES
 from ..nonlinearities import NONLINEARITIES
 from ..spec.optimizers import OPTIMIZERS, hyperparameters
+from ..spec.initializations import INITS
 from ..spec.schedules import NAMED
 
 
@@ -140,6 +141,9 @@ SCHEMA: dict = {
         "lr_mult": Key("number|numbers", 1.0, "per-layer learning-rate multipliers"),
         "readout_multiplier": Key("number", 1.0, "output multiplier α"),
         "output_scale": Key("number", 1.0, "init-scale knob s (docs/theory.md §7.3)"),
+        "init": Key("str", "gaussian", "initial matrices: 'gaussian', 'spectral' (rescaled to "
+                    "spectral norm σ√(fan_out/fan_in)) or 'orthogonal' (docs/theory.md §11.6)",
+                    choices=INITS),
     },
     "data": {
         "generator": Key("str", None,

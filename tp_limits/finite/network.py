@@ -1,7 +1,8 @@
 """A width-n abc-parametrized MLP, trained exactly in W-space (docs/theory.md §7.1).
 
 Initialization: W^l_0 = σ_l n^{-(a_l+b_l)} G^l with G^l iid N(0, 1) (zero
-readout when b_{L+1} = oo).  The Gaussians are drawn on the host from
+readout when b_{L+1} = oo), G^l rescaled or replaced by the MLP's ``init`` scheme
+(spec/initializations.py).  The Gaussians are drawn on the host from
 ``numpy.random.default_rng(seed)`` in layer order, so every backend and
 dtype starts from the same network.
 
@@ -20,10 +21,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine.backend import Backend
+from ..engine.backend import Backend, numpy_backend
 from ..engine.normals import standard_normal
 from ..engine.steps import DIVERGENCE_BOUND, check_size
 from ..spec import MLP, SGD
+from ..spec import initializations
+from .norms import operator_norm
+
+#: Lanczos tolerance of a spectral-norm initialization's ‖G‖_* (relative)
+INIT_RTOL = 1e-13
 
 
 class FiniteNetwork:
@@ -42,10 +48,12 @@ class FiniteNetwork:
         const = net.finite_constants(width, lr)
         shapes = [(n, net.d_in)] + [(n, n)] * (L - 1) + [(net.d_out, n)]
         rng = np.random.default_rng(seed)
-        self.W = [self._gaussian(rng, s, std) for s, std in zip(shapes, const.init_std)]
+        self.W = [self._gaussian(rng, s, std, l) for l, (s, std) in
+                  enumerate(zip(shapes, const.init_std))]
         self.W0 = [w.copy() for w in self.W] if (keep_init or backprop == "decoupled") else None
         # Drawn after every W_0, so exact and decoupled runs share W_0 for a seed.
-        self.W_tilde = ({l: self._gaussian(rng, shapes[l], const.init_std[l]) for l in range(1, L)}
+        self.W_tilde = ({l: self._gaussian(rng, shapes[l], const.init_std[l], l)
+                         for l in range(1, L)}
                         if backprop == "decoupled" else None)
         self.const = const
         # the optimizer's state: per layer one array like W per slot (buffer, moments)
@@ -53,8 +61,10 @@ class FiniteNetwork:
                       for l, w in enumerate(self.W)]
         self.t = 0                                                 # updates so far
 
-    def _gaussian(self, rng, shape, std):
-        """std · N(0, 1) entries drawn on the host; a zero std (zero readout) draws nothing.
+    def _gaussian(self, rng, shape, std, l):
+        """std · N(0, 1) entries drawn on the host, shaped by the network's ``init`` scheme
+        (rescaled to a spectral norm, or made orthogonal); a zero std (zero readout) draws
+        nothing.
 
         The draw is compiled (engine/normals.py): the same numbers as
         ``rng.standard_normal(shape)``, in less time, which matters
@@ -62,6 +72,9 @@ class FiniteNetwork:
         if std == 0.0:
             return self.b.xp.zeros(shape, dtype=self.dtype)
         G = standard_normal(rng, shape)
+        host = numpy_backend()
+        G = initializations.finite_matrix(self.net.init, G, l, self.net.L + 1, self.n,
+                                          lambda M: operator_norm(M, host, rtol=INIT_RTOL))
         G *= std
         return self.b.asarray(G, self.dtype)
 
@@ -127,5 +140,7 @@ class FiniteNetwork:
         item = np.dtype(dtype).itemsize
         state = sum(optimizer.finite_state_bytes(s, l, L + 1, B, T, item)
                     for l, s in enumerate(shapes))
-        # one float64 host draw of the largest matrix during initialization
-        return total * item + state + 8 * max(n * n if L > 1 else 0, n * net.d_in)
+        # one float64 host draw of the largest matrix during initialization (and what the
+        # init scheme needs beside it)
+        draw = max((8 * a * b + initializations.host_bytes(net.init, (a, b)) for a, b in shapes))
+        return total * item + state + draw

@@ -15,6 +15,7 @@ feature learning, L >= 2               deep.MonteCarloEngine (Stein or tangent Å
 optimizer not linear in the gradients  UnsupportedError (a nonlinear kernel)
 (Adam), kernel or trivial regime
 weight decay, kernel regime            UnsupportedError (decay moves W_0 by Î˜(1))
+orthogonal hidden initialization       UnsupportedError (not a Gaussian program)
 =====================================  =============================================
 
 Every optimizer (the routine's ``optimizer``) runs in every feature-learning
@@ -50,6 +51,9 @@ def select_engine(problem, options):
         raise UnstableParametrizationError(
             f"{param.label} is unstable, so it has no infinite-width limit: "
             + "; ".join(k.violations))
+    refusal = net.limit_refusal()
+    if refusal:
+        raise UnsupportedError(refusal)
     opt = problem.optimizer
     deep_fl = k.regime == "feature_learning" and net.L >= 2
     if options.backprop == "decoupled" and not deep_fl:

@@ -20,7 +20,8 @@ from ..abc.parametrization import ABC
 from ..abc.update_rules import update_rule
 from ..errors import SpecError
 from ..nonlinearities import Nonlinearity, get_nonlinearity
-from .checks import check_int, finite_nonzero, finite_positive, per_layer
+from . import initializations
+from .checks import check_choice, check_int, finite_nonzero, finite_positive, per_layer
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,8 @@ class FiniteConstants:
 class LimitConstants:
     """Per-layer numbers of the feature-learning limit (docs/theory.md §5.1).
 
-    ``sigma[l]`` = σ_l s; ``eta[l]`` = η lr_mult_l e_l for l = 1..L (e_l = [r_l = 0])
-    and η lr_mult_{L+1} e_V for the readout (e_V = [q = 1]); ``readout_init``
+    ``sigma[l]`` = σ_l s (times the initialization's limit constant, MLP.limit_sigma);
+    ``eta[l]`` = η lr_mult_l e_l for l = 1..L (e_l = [r_l = 0]) and η lr_mult_{L+1} e_V for the readout (e_V = [q = 1]); ``readout_init``
     is e_ω = [p = 1] (Z^{nV}_0 ≠ 0); ``alpha`` multiplies the output;
     ``decay[l]`` = η lr_mult_l (no switch: weight decay shrinks W_0 too, whether
     or not the layer's gradient updates survive the limit, docs/theory.md §10.2).
@@ -77,7 +78,8 @@ class MLP:
     init-scale knob of docs/theory.md §7.3: every σ_l is multiplied by s and
     the output by s^{-(L+1)}.  For positively homogeneous φ (relu, id),
     training with learning rate s² η then reproduces the s = 1 training
-    exactly, whatever s.
+    exactly, whatever s.  ``init`` ('gaussian', 'spectral' or 'orthogonal') says how
+    the initial matrices are drawn (spec/initializations.py, docs/theory.md §11.6).
     """
 
     param: ABC
@@ -88,9 +90,11 @@ class MLP:
     lr_mult: tuple
     readout_multiplier: float
     output_scale: float
+    init: str
 
     def __init__(self, param: ABC, d_in: int, d_out: int = 1, phi: str = "tanh", sigma=None,
-                 lr_mult=None, readout_multiplier: float = 1.0, output_scale: float = 1.0):
+                 lr_mult=None, readout_multiplier: float = 1.0, output_scale: float = 1.0,
+                 init: str = "gaussian"):
         if not isinstance(param, ABC):
             raise SpecError(f"param must be a tp.ABC (e.g. tp.mup(2)), got {type(param).__name__}")
         if param.is_symbolic:
@@ -107,6 +111,7 @@ class MLP:
         object.__setattr__(self, "readout_multiplier",
                            finite_nonzero(readout_multiplier, "readout_multiplier"))
         object.__setattr__(self, "output_scale", finite_positive(output_scale, "output_scale"))
+        object.__setattr__(self, "init", check_choice(init, "init", initializations.INITS))
 
     @property
     def L(self) -> int:
@@ -120,6 +125,17 @@ class MLP:
     def effective_sigma(self) -> tuple:
         """σ_l · s: the init constants actually used."""
         return tuple(s * self.output_scale for s in self.sigma)
+
+    @property
+    def limit_sigma(self) -> tuple:
+        """σ_l · s times the constant the initialization scheme puts on the Gaussian in the
+        limit (1, or κ_l and ½ for spectral-norm initialization; docs/theory.md §11.6)."""
+        factors = initializations.limit_factors(self.init, self.L, self.d_in, self.d_out)
+        return tuple(s * f for s, f in zip(self.effective_sigma, factors))
+
+    def limit_refusal(self) -> str | None:
+        """Why no limit engine can run this network (None if one can): the initialization."""
+        return initializations.limit_refusal(self.init, self.L)
 
     @property
     def output_multiplier(self) -> float:
@@ -174,5 +190,5 @@ class MLP:
                             "its limit has no feature-learning constants")
         switches = list(sw.train_layers) + [sw.readout_update]
         eta = tuple(lr * m * float(e) for m, e in zip(self.lr_mult, switches))
-        return LimitConstants(self.effective_sigma, eta, self.output_multiplier,
+        return LimitConstants(self.limit_sigma, eta, self.output_multiplier,
                               bool(sw.readout_init), tuple(lr * m for m in self.lr_mult))

@@ -21,7 +21,7 @@ import numbers
 
 import numpy as np
 
-from ...errors import SpecError, UnstableParametrizationError
+from ...errors import SpecError, UnstableParametrizationError, UnsupportedError
 from ...spec import MLP
 from ...spec.checks import as_matrix
 from .pair_moments import moments
@@ -75,6 +75,8 @@ def _inputs(net, X1, X2):
     """The two input sets as float matrices of the network's input dimension."""
     if not isinstance(net, MLP):
         raise SpecError(f"net must be a tp.MLP, got {type(net).__name__}")
+    if net.limit_refusal():
+        raise UnsupportedError(net.limit_refusal())
     out = []
     for name, X in (("X1", X1), ("X2", X2)):
         if X is None:
@@ -91,7 +93,7 @@ def _inputs(net, X1, X2):
 def nngp(net, X1, X2=None) -> np.ndarray:
     """Covariance of f_0 in the limit when p = 1/2: α² σ_{L+1}² V^L(X1, X2) (per output)."""
     A, B = _inputs(net, X1, X2)
-    lk = layer_kernels(net.phi, net.effective_sigma, A, B)
+    lk = layer_kernels(net.phi, net.limit_sigma, A, B)
     return net.output_multiplier ** 2 * lk["nngp"]
 
 
@@ -116,7 +118,7 @@ def ntk(net, X1, X2=None, components: bool = False, layers=None):
     if not layers or any(not isinstance(l, numbers.Integral) or not 1 <= l <= net.L + 1
                              for l in layers):
         raise SpecError(f"layers = {layers!r} must name layers in 1..{net.L + 1}")
-    lk = layer_kernels(net.phi, net.effective_sigma, A, B)
+    lk = layer_kernels(net.phi, net.limit_sigma, A, B)
     a2 = net.output_multiplier ** 2
     comps = {l: a2 * net.lr_mult[l - 1] * lk["K"][l - 1] for l in layers}
     return comps if components else sum(comps.values())

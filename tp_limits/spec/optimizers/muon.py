@@ -36,6 +36,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..checks import check_bool, check_choice, check_int, finite_non_negative, unit_interval
+from ..initializations import shape_factor
 from .adam import Adam, _betas
 from .base import CoordinateRule, Optimizer, decay_field, hyperparameter
 
@@ -404,16 +405,6 @@ class Muon(Optimizer):
         return (f"{self} in the {regime} regime: msign(D) is not linear in the gradients; "
                 "its limit there is not kernel gradient descent (docs/theory.md §11); use "
                 "tp.mup(L, optimizer='muon')")
-
-
-def shape_factor(l: int, layers: int, shape) -> float:
-    """κ_l: the width-free part of √(fan_out/fan_in) — 1/√d (input layer), 1 (hidden),
-    √d_out (readout)."""
-    if l == 0:
-        return shape[1] ** -0.5
-    if l == layers - 1:
-        return shape[0] ** 0.5
-    return 1.0
 
 
 def _norm_scale(const, l: int, n_out: int, n_in: int) -> float:
