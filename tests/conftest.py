@@ -83,3 +83,17 @@ def differ(a, b, times, rows=slice(1, None)):
     """The largest difference of two limit Trajectories exceeds ``times`` combined SE."""
     se = np.hypot(a.f_eval_se[rows], b.f_eval_se[rows])
     return float(np.max(np.abs(a.f_eval[rows] - b.f_eval[rows]) / se)) > times
+
+
+def exact_against_monte_carlo(net, routine, particles=2 ** 13, replicates=8, seed=3):
+    """(exact, Monte Carlo, t quantile) for a linear network, after asserting that the
+    exact engine ran and that the Monte Carlo limit (plain draws) is within the t bound of
+    its replicates' standard error at every evaluated step."""
+    import tp_limits as tp
+    exact = tp.simulate_limit(net, routine)
+    assert exact.meta["method"] == "exact"
+    mc = tp.simulate_limit(net, routine, method="monte_carlo", particles=particles,
+                           replicates=replicates, sampler="mc", seed=seed)
+    q = t_quantile(mc.status.se_dof)
+    assert np.all(np.abs(mc.f_eval[1:] - exact.f_eval[1:]) <= q * mc.f_eval_se[1:])
+    return exact, mc, q

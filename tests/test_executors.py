@@ -1,6 +1,8 @@
 """Running many engine calls on an executor: serial, process pool, any Executor."""
 from concurrent.futures import ThreadPoolExecutor
 
+import time
+
 import pytest
 
 import tp_limits as tp
@@ -55,6 +57,11 @@ def test_terminate_never_raises_and_stops_the_workers():
     assert procs
     terminate(pool)
     terminate(pool)
+    # terminate() joins for 5 s; on a loaded machine a worker may take longer to be
+    # reaped, so wait up to 15 s — far less than the 30 s a worker left running lives
+    deadline = time.monotonic() + 15
+    while any(p.is_alive() for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert all(not p.is_alive() for p in procs)
     assert all(f.cancelled() or f.done() for f in futures[2:])
     dropped = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))

@@ -13,8 +13,8 @@ from .._version import __version__
 
 #: Keys of :func:`problem_meta`: two runs agree on all of them iff they solve the same problem.
 PROBLEM_KEYS = ("parametrization", "phi", "L", "d_in", "d_out", "sigma", "lr_mult",
-                "readout_multiplier", "output_scale", "init", "lr", "lr_schedule", "loss", "batch_size",
-                "steps", "optimizer")
+                "readout_multiplier", "output_scale", "init", "residual", "lr", "lr_schedule",
+                "loss", "batch_size", "steps", "optimizer")
 
 
 def problem_meta(problem) -> dict:
@@ -23,6 +23,7 @@ def problem_meta(problem) -> dict:
             "d_out": net.d_out, "sigma": list(net.sigma), "lr_mult": list(net.lr_mult),
             "readout_multiplier": net.readout_multiplier, "output_scale": net.output_scale,
             "init": net.init,
+            "residual": None if net.residual is None else net.residual.to_json(),
             "lr": r.lr, "lr_schedule": None if r.lr_factors is None else r.lr_factors.tolist(),
             "loss": r.loss, "batch_size": r.batch_size, "steps": r.steps,
             "optimizer": str(problem.optimizer)}
@@ -48,4 +49,4 @@ def problem_mismatch(problem, meta: dict) -> list:
 
 
 #: what a key added later meant in trajectories saved before it existed
-_BEFORE = {"init": "gaussian"}
+_BEFORE = {"init": "gaussian", "residual": None}

@@ -188,7 +188,9 @@ def summary(res: ExperimentResult) -> dict:
         "classification": k.to_dict(),
         "model": {"phi": exp.net.phi, "L": exp.net.L, "d_in": exp.net.d_in,
                   "d_out": exp.net.d_out, "sigma": list(exp.net.sigma),
-                  "lr_mult": list(exp.net.lr_mult), "init": exp.net.init},
+                  "lr_mult": list(exp.net.lr_mult), "init": exp.net.init,
+                  "residual": (None if exp.net.residual is None
+                               else exp.net.residual.to_json())},
         "routine": {"steps": T, "batch_size": exp.routine.batch_size, "lr": exp.routine.lr,
                     "schedule": exp.config.get("routine", {}).get("schedule", "constant"),
                     "lr_factors": (None if exp.routine.lr_factors is None

@@ -31,7 +31,7 @@ from ..engine.trajectory import Trajectory
 from ..errors import TPError
 from ..finite.train import prepare_finite
 from ..limit import prepare_limit, simulate_limit
-from ..spec import MLP, Routine
+from ..spec import MLP, Residual, Routine
 from ..spec.optimizers import OPTIMIZERS, default_optimizer, hyperparameters
 from ..spec.schedules import named
 from .data import load_data
@@ -134,6 +134,16 @@ def _rates(r: dict, X, steps) -> float | np.ndarray:
         raise ExperimentError(f"routine: {exc}") from None
 
 
+def _residual(model: dict):
+    """tp.Residual from [model] residual_alpha / residual_gamma (None without alpha)."""
+    if model.get("residual_alpha") is None:
+        if model.get("residual_gamma", 0.0) != 0.0:
+            raise ExperimentError("model.residual_gamma needs model.residual_alpha (the "
+                                  "branch exponent of the skip connections)")
+        return None
+    return Residual(model["residual_alpha"], model.get("residual_gamma", 0.0))
+
+
 def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
     """Validate ``config`` and build the experiment (no simulation yet).
 
@@ -148,7 +158,7 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
         net = MLP(param, d_in=np.shape(X)[1] if np.ndim(X) == 2 else 1, d_out=_d_out(cfg["data"], Y),
                   phi=m["phi"], sigma=m["sigma"], lr_mult=m["lr_mult"],
                   readout_multiplier=m["readout_multiplier"], output_scale=m["output_scale"],
-                  init=m["init"])
+                  init=m["init"], residual=_residual(m))
         routine = Routine(X, Y, lr=_rates(r, X, steps), loss=r["loss"],
                           batch_size=r["batch_size"],
                           steps=steps, eval_inputs=E, eval_targets=Ye,

@@ -144,6 +144,11 @@ SCHEMA: dict = {
         "init": Key("str", "gaussian", "initial matrices: 'gaussian', 'spectral' (rescaled to "
                     "spectral norm σ√(fan_out/fan_in)) or 'orthogonal' (docs/theory.md §11.6)",
                     choices=INITS),
+        "residual_alpha": Key("number", None, "skip connections around W^2..W^L with branch "
+                              "multiplier K^(−alpha), K = L − 1 (docs/theory.md §12); absent: "
+                              "a plain MLP"),
+        "residual_gamma": Key("number", 0.0, "with residual_alpha: the blocks' learning rate "
+                              "times K^(−gamma)"),
     },
     "data": {
         "generator": Key("str", None,

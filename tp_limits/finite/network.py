@@ -1,4 +1,6 @@
-"""A width-n abc-parametrized MLP, trained exactly in W-space (docs/theory.md §7.1).
+"""A width-n abc-parametrized MLP, trained exactly in W-space (docs/theory.md §7.1), with
+skip connections h^l = h^{l-1} + K^{-α} W^l x^{l-1} around W^2..W^L when the MLP is
+residual (docs/theory.md §12).
 
 Initialization: W^l_0 = σ_l n^{-(a_l+b_l)} G^l with G^l iid N(0, 1) (zero
 readout when b_{L+1} = oo), G^l rescaled or replaced by the MLP's ``init`` scheme
@@ -87,14 +89,26 @@ class FiniteNetwork:
         """
         xp, mm = self.b.xp, self.b.matmul
         hs, xs = [], [X]
+        branch = self.const.branch
         for l in range(self.net.L):
             h = mm(xs[-1], self.W[l].T)
+            if branch and l > 0:                 # a residual block: h^l = h^{l-1} + c W^l x
+                h *= branch[l]
+                h += hs[-1]
             check_size(h, step, l + 1, "pre-activation h", self.bound, xp)
             hs.append(h)
             xs.append(self.phi.phi(h, self.b))
         f = self.alpha * mm(xs[-1], self.W[-1].T)
         check_size(f, step, None, "output f", self.bound, xp)
         return hs, xs, f
+
+    def product(self, hs, l):
+        """W^l_t x^{l-1} (0-based ``l``) from the forward pass's pre-activations: h^l itself,
+        or (h^l − h^{l−1})/c in a residual block."""
+        branch = self.const.branch
+        if branch and l > 0:
+            return (hs[l] - hs[l - 1]) / branch[l]
+        return hs[l]
 
     # ---- backward + simultaneous update ----------------------------------------
     def step(self, hs, xs, chi, rate: float = 1.0) -> None:
@@ -105,14 +119,21 @@ class FiniteNetwork:
         so all gradients use W_t (simultaneous updates).
         """
         L, mm = self.net.L, self.b.matmul
+        branch = self.const.branch
         self.t += 1
         g_x = self.alpha * mm(chi, self.W[L])                   # ∂(χᵀf)/∂x^L
         self._update(L, self.alpha * chi, xs[L], rate)          # ∇W^{L+1} = α χᵀ x^L
+        g_h = g_x * self.phi.dphi(hs[L - 1], self.b)            # δh^L
         for l in range(L - 1, -1, -1):
-            g_h = g_x * self.phi.dphi(hs[l], self.b)
+            # in a residual block W^l's product is c·(W^l x), so its gradient is c δh^l
+            g = g_h * branch[l] if branch and l > 0 else g_h
             if l > 0:
-                g_x = self._backward_product(g_h, l)
-            self._update(l, g_h, xs[l], rate)
+                below = self._backward_product(g, l) * self.phi.dphi(hs[l - 1], self.b)
+                if branch:                                      # the skip: δh^{l-1} += δh^l
+                    below += g_h
+            self._update(l, g, xs[l], rate)
+            if l > 0:
+                g_h = below
 
     def _backward_product(self, g_h, l):
         mm = self.b.matmul

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..engine.backend import get_backend
 from ..engine.options import MAX_WIDTH, check_seed
-from ..errors import SpecError
+from ..errors import SpecError, UnsupportedError
 from ..spec import MLP, Problem
 from ..spec.checks import as_matrix, check_int
 from .network import FiniteNetwork
@@ -55,6 +55,9 @@ def empirical_ntk(net: MLP, X1, X2=None, width: int = 1024, seed: int = 0,
     Returns (n1, n2) for d_out = 1, else (n1, d_out, n2, d_out); with
     ``components=True`` a dict layer -> that array (layers 1..L+1).
     """
+    if isinstance(net, MLP) and net.residual is not None:
+        raise UnsupportedError("the empirical NTK of a residual network (its backward pass "
+                               "through the skip connections) is not built yet")
     nw = _network(net, width, seed, backend)
     b, xp = nw.b, nw.b.xp
     X1 = _inputs(net, X1, "X1")

@@ -5,7 +5,8 @@ inputs; "rms" is ‖v‖/√(size):
 
     h_rms, x_rms           (T+1, L)     rms h^l_t, x^l_t
     dh_rms, dx_rms         (T+1, L)     rms (h^l_t - h^l_0), (x^l_t - x^l_0)
-    dWx_rms                (T+1, L+1)   rms (W^l_t - W^l_0) x^{l-1}_t  (readout: without α)
+    dWx_rms                (T+1, L+1)   rms (W^l_t - W^l_0) x^{l-1}_t  (readout: without α;
+                                        a residual block: without its branch multiplier)
     spectral_ratio         (T+1, L+1)   ‖W^l_t - W^l_0‖_* / ‖W^l_0‖_*
     frobenius_ratio        (T+1, L+1)   ‖W^l_t - W^l_0‖_F / ‖W^l_0‖_F
     feature_kernel         (T+1, E, E)  ⟨x^L_t(ξ_i), x^L_t(ξ_j)⟩ = x·x'/n
@@ -68,7 +69,7 @@ class StatsRecorder:
             s["x_rms"][t, l] = rms(xs[l + 1])
             s["dh_rms"][t, l] = rms(hs[l] - self._h0[l])
             s["dx_rms"][t, l] = rms(xs[l + 1] - self._x0[l + 1])
-            s["dWx_rms"][t, l] = rms(hs[l] - mm(xs[l], nw.W0[l].T))
+            s["dWx_rms"][t, l] = rms(nw.product(hs, l) - mm(xs[l], nw.W0[l].T))
         s["dWx_rms"][t, L] = rms(f / nw.alpha - mm(xs[L], nw.W0[L].T))
         xL = xs[L]
         K = tonp(mm(xL, xL.T)) / nw.n

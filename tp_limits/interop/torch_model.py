@@ -139,6 +139,9 @@ def to_torch(net: MLP, width: int, seed: int = 0, routine: Routine | None = None
     n = check_int(width, "width")
     if not isinstance(net, MLP):
         raise SpecError(f"net must be a tp.MLP, got {type(net).__name__}")
+    if net.residual is not None:
+        raise SpecError("to_torch builds plain MLPs; a residual network's module is not built "
+                        "yet (train it with tp.train_finite)")
     if routine is not None and not isinstance(routine, Routine):
         raise SpecError(f"routine must be a tp.Routine or None, got {type(routine).__name__}")
     mup = _import_mup() if base_width is not None else None

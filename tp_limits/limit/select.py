@@ -16,6 +16,7 @@ optimizer not linear in the gradients  UnsupportedError (a nonlinear kernel)
 (Adam), kernel or trivial regime
 weight decay, kernel regime            UnsupportedError (decay moves W_0 by Θ(1))
 orthogonal hidden initialization       UnsupportedError (not a Gaussian program)
+residual network, kernel or trivial    UnsupportedError (no residual kernels yet)
 =====================================  =============================================
 
 Every optimizer (the routine's ``optimizer``) runs in every feature-learning
@@ -59,6 +60,11 @@ def select_engine(problem, options):
     if options.backprop == "decoupled" and not deep_fl:
         raise SpecError("backprop='decoupled' applies to deep (L >= 2) feature-learning limits")
     if k.regime in ("kernel", "trivial"):
+        if net.residual is not None:
+            raise UnsupportedError(
+                f"{param.label} is in the {k.regime} regime, and the kernels of a residual "
+                "network (NNGP and NTK through the skip connections) are not built yet: the "
+                "feature-learning engines take residual networks")
         refusal = opt.kernel_refusal(k.regime)
         if refusal:
             raise UnsupportedError(refusal)
@@ -71,13 +77,13 @@ def select_engine(problem, options):
     if options.method == "exact" and net.phi != "id":
         raise SpecError(f"method='exact' needs phi='id' (a closed form exists only for linear "
                         f"networks); got phi={net.phi!r}")
-    if options.method == "exact" and opt.hidden_matrices == "partners":
+    if options.method == "exact" and not opt.exact_linear:
         raise SpecError(f"method='exact' follows optimizers linear in the gradients and "
-                        f"matrix functions of the buffer (Muon) only: {opt} is entrywise "
-                        "nonlinear, so a linear network has no closed form under it; use "
-                        "method='monte_carlo'")
+                        f"matrix functions of the buffer (Muon) only: {opt} moves some "
+                        "coordinates by an entrywise nonlinear rule (Adam), so a linear "
+                        "network has no closed form under it; use method='monte_carlo'")
     exact = options.method == "exact" or (options.method is None and net.phi == "id"
-                                          and opt.hidden_matrices != "partners")
+                                          and opt.exact_linear)
     if net.L == 1 and not opt.coordinatewise:
         # a step that needs particle means first (Muon's Gram of the update): the deep
         # engines, which have no hidden matrix for L = 1

@@ -2,6 +2,7 @@
 
 * :class:`MLP` — the network, with the one conversion of exponents into
   per-layer numbers (:meth:`MLP.finite_constants`, :meth:`MLP.limit_constants`);
+* :class:`Residual` — skip connections and their depth exponents (residual.py);
 * :class:`Routine` — the training data, batch size, steps, learning rate, loss;
 * :class:`SGD`, :class:`Adam`, :class:`Muon` — the optimizers (optimizers/, one module each) and their
   width-free hyperparameters;
@@ -14,8 +15,9 @@ inconsistent input.
 from .mlp import MLP, FiniteConstants, LimitConstants
 from .optimizers import SGD, Adam, Muon, Optimizer
 from .problem import Problem
+from .residual import Residual
 from . import schedules
 from .routine import Routine, distinct_rows, kernel_points
 
-__all__ = ["MLP", "Routine", "Problem", "FiniteConstants", "LimitConstants", "distinct_rows",
-           "kernel_points", "SGD", "Adam", "Muon", "Optimizer", "schedules"]
+__all__ = ["MLP", "Residual", "Routine", "Problem", "FiniteConstants", "LimitConstants",
+           "distinct_rows", "kernel_points", "SGD", "Adam", "Muon", "Optimizer", "schedules"]

@@ -22,6 +22,7 @@ from ..errors import SpecError
 from ..nonlinearities import Nonlinearity, get_nonlinearity
 from . import initializations
 from .checks import check_choice, check_int, finite_nonzero, finite_positive, per_layer
+from .residual import Residual
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,11 @@ class FiniteConstants:
     size of layer l's gradient entries in w-units (Adam's ε is ε · eps_scale,
     docs/theory.md §10.3); ``decay[l]`` = η lr_mult_l, the per-step shrink of
     layer l per unit of width-free weight decay (§10.1); ``alpha`` multiplies
-    the output.
+    the output; ``branch`` is empty for a plain MLP and, for a residual one, the
+    multiplier of each layer's product in h^l = h^{l−1} + branch[l] W^l x^{l−1}
+    (K^{−α} for the blocks W^2..W^L, 1 for the input layer and the readout, which have
+    no skip; docs/theory.md §12).  Every ``lr_mult`` here is the effective one
+    (times K^{−γ} in the blocks).
     """
 
     width: int
@@ -46,6 +51,7 @@ class FiniteConstants:
     alpha: float
     eps_scale: tuple = ()
     decay: tuple = ()
+    branch: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -53,10 +59,11 @@ class LimitConstants:
     """Per-layer numbers of the feature-learning limit (docs/theory.md §5.1).
 
     ``sigma[l]`` = σ_l s (times the initialization's limit constant, MLP.limit_sigma);
-    ``eta[l]`` = η lr_mult_l e_l for l = 1..L (e_l = [r_l = 0]) and η lr_mult_{L+1} e_V for the readout (e_V = [q = 1]); ``readout_init``
-    is e_ω = [p = 1] (Z^{nV}_0 ≠ 0); ``alpha`` multiplies the output;
-    ``decay[l]`` = η lr_mult_l (no switch: weight decay shrinks W_0 too, whether
-    or not the layer's gradient updates survive the limit, docs/theory.md §10.2).
+    ``eta[l]`` = η lr_mult_l e_l for l = 1..L (e_l = [r_l = 0]) and η lr_mult_{L+1} e_V
+    for the readout (e_V = [q = 1]); ``readout_init`` is e_ω = [p = 1] (Z^{nV}_0 ≠ 0);
+    ``alpha`` multiplies the output; ``decay[l]`` = η lr_mult_l (no switch: weight decay
+    shrinks W_0 too, whether or not the layer's gradient updates survive the limit,
+    docs/theory.md §10.2); ``branch`` as in :class:`FiniteConstants`.
     """
 
     sigma: tuple
@@ -64,6 +71,7 @@ class LimitConstants:
     alpha: float
     readout_init: bool
     decay: tuple = ()
+    branch: tuple = ()
 
 
 @dataclass(frozen=True, init=False)
@@ -80,6 +88,9 @@ class MLP:
     training with learning rate s² η then reproduces the s = 1 training
     exactly, whatever s.  ``init`` ('gaussian', 'spectral' or 'orthogonal') says how
     the initial matrices are drawn (spec/initializations.py, docs/theory.md §11.6).
+    ``residual`` (a :class:`Residual`, L >= 2) adds skip connections around W^2..W^L:
+    h^l = h^{l−1} + K^{−α} W^l φ(h^{l−1}), and multiplies their rates by K^{−γ},
+    K = L − 1 (docs/theory.md §12).
     """
 
     param: ABC
@@ -91,10 +102,11 @@ class MLP:
     readout_multiplier: float
     output_scale: float
     init: str
+    residual: Residual | None
 
     def __init__(self, param: ABC, d_in: int, d_out: int = 1, phi: str = "tanh", sigma=None,
                  lr_mult=None, readout_multiplier: float = 1.0, output_scale: float = 1.0,
-                 init: str = "gaussian"):
+                 init: str = "gaussian", residual: Residual | None = None):
         if not isinstance(param, ABC):
             raise SpecError(f"param must be a tp.ABC (e.g. tp.mup(2)), got {type(param).__name__}")
         if param.is_symbolic:
@@ -112,6 +124,13 @@ class MLP:
                            finite_nonzero(readout_multiplier, "readout_multiplier"))
         object.__setattr__(self, "output_scale", finite_positive(output_scale, "output_scale"))
         object.__setattr__(self, "init", check_choice(init, "init", initializations.INITS))
+        if residual is not None:
+            if not isinstance(residual, Residual):
+                raise SpecError(f"residual must be a tp.Residual(...) or None, got {residual!r}")
+            if param.L < 2:
+                raise SpecError(f"residual blocks wrap the hidden matrices W^2..W^L: they need "
+                                f"L >= 2 hidden layers, got L = {param.L}")
+        object.__setattr__(self, "residual", residual)
 
     @property
     def L(self) -> int:
@@ -125,6 +144,23 @@ class MLP:
     def effective_sigma(self) -> tuple:
         """σ_l · s: the init constants actually used."""
         return tuple(s * self.output_scale for s in self.sigma)
+
+    @property
+    def effective_lr_mult(self) -> tuple:
+        """lr_mult_l, times K^{−γ} for the residual blocks' matrices W^2..W^L."""
+        if self.residual is None:
+            return self.lr_mult
+        k = self.residual.lr_factor(self.L)
+        m = self.lr_mult
+        return (m[0],) + tuple(x * k for x in m[1:-1]) + (m[-1],)
+
+    @property
+    def branch(self) -> tuple:
+        """() for a plain MLP; for a residual one, each layer's branch multiplier (K^{−α} for
+        W^2..W^L, 1 for the input layer and the readout)."""
+        if self.residual is None:
+            return ()
+        return (1.0,) + (self.residual.branch(self.L),) * (self.L - 1) + (1.0,)
 
     @property
     def limit_sigma(self) -> tuple:
@@ -175,12 +211,13 @@ class MLP:
         a, _, c = self.param._fractions
         init = tuple(0.0 if e == math.inf else s * n ** -float(e)
                      for s, e in zip(self.effective_sigma, self.init_exponents()))
-        sgd = tuple(lr * m * n ** -float(e) for m, e in zip(self.lr_mult, self.lr_exponents("sgd")))
-        adam = tuple(lr * m * n ** -float(ci) for m, ci in zip(self.lr_mult, c))
+        mult = self.effective_lr_mult
+        sgd = tuple(lr * m * n ** -float(e) for m, e in zip(mult, self.lr_exponents("sgd")))
+        adam = tuple(lr * m * n ** -float(ci) for m, ci in zip(mult, c))
         return FiniteConstants(n, init, sgd, adam, tuple(n ** -float(ai) for ai in a),
                                self.output_multiplier,
                                tuple(n ** -float(g) for g in self.eps_exponents()),
-                               tuple(lr * m for m in self.lr_mult))
+                               tuple(lr * m for m in mult), self.branch)
 
     def limit_constants(self, lr: float) -> LimitConstants:
         """The numbers of the feature-learning limit (docs/theory.md §5.1)."""
@@ -189,6 +226,7 @@ class MLP:
             raise SpecError(f"{self.param.label} is not in the feature-learning regime; "
                             "its limit has no feature-learning constants")
         switches = list(sw.train_layers) + [sw.readout_update]
-        eta = tuple(lr * m * float(e) for m, e in zip(self.lr_mult, switches))
+        mult = self.effective_lr_mult
+        eta = tuple(lr * m * float(e) for m, e in zip(mult, switches))
         return LimitConstants(self.limit_sigma, eta, self.output_multiplier,
-                              bool(sw.readout_init), tuple(lr * m for m in self.lr_mult))
+                              bool(sw.readout_init), tuple(lr * m for m in mult), self.branch)

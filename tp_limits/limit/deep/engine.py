@@ -89,6 +89,10 @@ class MonteCarloEngine(FeatureLearningEngine):
             raise SpecError("method='quadrature' applies to one hidden layer only")
         decoupled = options.backprop == "decoupled"
         zdot = estimator_class(options.zdot, decoupled, net.nonlinearity)
+        if zdot.name == "tangent" and net.residual is not None:
+            raise SpecError("zdot='tangent' follows plain MLPs only: its tangents do not take "
+                            "the skip connections of a residual network; use zdot='stein' (the "
+                            "default), which needs no chain rule")
         if zdot.name == "tangent" and not problem.optimizer.plain:
             raise SpecError(f"zdot='tangent' follows plain SGD only; with {problem.optimizer} "
                             "use zdot='stein' (the default)")

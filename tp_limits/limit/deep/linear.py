@@ -22,7 +22,8 @@ the forward family F^l.  Backward for a training item, l = L..2:
 
 seed Z^{δx^L} = α χᵀ Z^{nV}; then Z^U -= η_1 e_1 Σ_i Z^{δh^1_i} ξ_iᵀ and
 Z^{nV} -= η_{L+1} e_V α Σ_i χ_i Z^{x^L_i}, simultaneously.  f̊ = α E[Z^{nV} Z^{x^L}].
-``decoupled=True`` drops both Ż sums (docs/theory.md §3).
+``decoupled=True`` drops both Ż sums (docs/theory.md §3).  A residual block (§12) adds
+h^{l-1} to c Z^{W^l x} forward; backward W^l acts on c δh^l, and δh^{l-1} = δh^l + Z^{δx^{l-1}}.
 
 Any optimizer linear in the gradients (docs/theory.md §10.2): W^l_t = ρ_t W^l_0 −
 Σ_{s<t} C[t, s] γ G_s (the optimizer's ``schedule``), so the hat and Ż part is
@@ -87,7 +88,7 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
     L, d, do = net.L, net.d_in, net.d_out
     T, B, E = problem.T, problem.B, problem.E
     Xe = problem.eval_inputs
-    sig, alpha, eta = const.sigma, const.alpha, const.eta
+    sig, alpha, eta, branch = const.sigma, const.alpha, const.eta, const.branch
     cap = primitive_count(problem)
     prim = _Primitives(d + do, cap)
     cU = [prim.zeros() for _ in range(d)]
@@ -160,7 +161,7 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
             F[l].append((x, p))
             if store:
                 F_train[l].append((x, p))
-            hs.append(new)
+            hs.append(hs[-1] + branch[l - 1] * new if branch else new)
         return hs
 
     def output(cx, step):
@@ -205,10 +206,11 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
             for i in range(B):
                 dh = alpha * sum(chi[i, o] * cV[o] for o in range(do))     # δh^L (φ′ = 1)
                 for l in range(L, 1, -1):
-                    dx, p = apply_matrix(l, dh, G[l], F_train[l], pairs[l], t)
-                    G[l].append((dh, p))
-                    new_pairs[l].append((dh, fwd[i][l - 2]))
-                    dh = dx
+                    g = branch[l - 1] * dh if branch else dh     # what W^l sees backward
+                    dx, p = apply_matrix(l, g, G[l], F_train[l], pairs[l], t)
+                    G[l].append((g, p))
+                    new_pairs[l].append((g, fwd[i][l - 2]))
+                    dh = dh + dx if branch else dx              # the skip carries δh^l down
                 dh1.append(dh)
             rate = rates[t]
             if opt.coordinatewise:

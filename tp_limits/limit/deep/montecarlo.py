@@ -24,6 +24,10 @@ already computed for the new hat, so Ż and ΔW share one pass over the stored
 **Update** (simultaneous): Z^U −= η_1 e_1 Σ_i δh^1_i ξ_iᵀ,
 Z^{nV} −= η_{L+1} e_V α Σ_i χ_i Z^{x^L_i}; this step's pairs join the ΔW sums.
 
+**Residual blocks** (docs/theory.md §12): h^l = h^{l-1} + c Z^{W^l x^{l-1}} forward, and
+backward W^l sees c δh^l (its family G^l stores that vector, so Ż, ΔW and the partners
+are those of the product c W^l) while the skip adds δh^l to δh^{l-1}.
+
 **Momentum and weight decay**, or any optimizer linear in the gradients
 (docs/theory.md §10.2): W^l_t = ρ^l_t W^l_0 − Σ_{s<t} C^l[t, s] γ G_s (the
 optimizer's ``schedule``), so the hat and its Ż part are multiplied by ρ^l_t and
@@ -98,6 +102,7 @@ class DeepRun:
         self.net, self.phi = p.net, p.net.nonlinearity
         L, d, do, N = p.net.L, p.net.d_in, p.net.d_out, spec.N
         self.L, self.N, self.alpha, self.eta = L, N, c.alpha, c.eta
+        self.branch = c.branch                   # () or the residual blocks' multipliers
         self.draws = draws = Draws(b, rng, spec.random)
         if spec.sampler == "qmc":
             self.draws = draws = SobolPrefix(draws, qmc_dims(spec), N)
@@ -216,6 +221,9 @@ class DeepRun:
             if store:
                 z.keep_forward(l, k0, txs[-1])
                 F.store(x, hat, info, stored)
+            if self.branch:                     # a residual block: h^l = h^{l-1} + c Z^{W x}
+                h *= self.branch[l - 1]
+                h += hs[-1]
             hs.append(h)
             xs.append(self.phi.phi(h, b))
             txs.append(self._activation_tangent(ths[-1], h))
@@ -230,19 +238,21 @@ class DeepRun:
         t_dh = self._backprop_tangent(z.readout(self.alpha, chi), dp, dx, hs[-1], ths[-1])
         for l in range(self.L, 1, -1):
             F, G = self.F[l], self.G[l]
-            hat, info = G.sample(dh, self.draws, store_rows=len(dh))
+            # W^l's backward vector: δh^l, times the branch multiplier in a residual block
+            g = self.branch[l - 1] * dh if self.branch else dh
+            hat, info = G.sample(g, self.draws, store_rows=len(g))
             k0, kF = G.k, F.k
-            coef = self._coefficients(G, F, dh, info[0], l, z.backward(l, dh, t_dh, F), t)
+            coef = self._coefficients(G, F, g, info[0], l, z.backward(l, g, t_dh, F), t)
             dx = self.times_rows(coef, F.vec[:kF], out=self._scaled(hat, l, t))
-            extra = self.delta_w_backward(l, dh)
+            extra = self.delta_w_backward(l, g)
             if extra is not None:
                 dx = dx + extra
-            t_dx = z.backward_tangent(l, coef, kF, len(dh), k0)
+            t_dx = z.backward_tangent(l, coef, kF, len(g), k0)
             z.keep_backward(l, k0, t_dh)
-            G.store(dh, hat, info)
+            G.store(g, hat, info)
             h = hs[l - 2]
             dp = phi.dphi(h, b)
-            dh = dx * dp
+            dh = dx * dp + dh if self.branch else dx * dp     # the skip carries δh^l down
             t_dh = self._backprop_tangent(t_dx, dp, dx, h, ths[l - 2])
         return dh, t_dh
 

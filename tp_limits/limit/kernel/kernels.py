@@ -77,6 +77,9 @@ def _inputs(net, X1, X2):
         raise SpecError(f"net must be a tp.MLP, got {type(net).__name__}")
     if net.limit_refusal():
         raise UnsupportedError(net.limit_refusal())
+    if net.residual is not None:
+        raise UnsupportedError("the NNGP and NTK of a residual network (through its skip "
+                               "connections) are not built yet")
     out = []
     for name, X in (("X1", X1), ("X2", X2)):
         if X is None:

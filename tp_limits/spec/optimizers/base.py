@@ -158,6 +158,15 @@ class Optimizer:
         return True
 
     @property
+    def exact_linear(self) -> bool:
+        """The exact linear engines can follow it: each update is a linear map of the
+        particles' coordinates once their moments are known (a linear filter of the
+        gradients; Muon's D S^{−1/2}), so coefficient vectors over Gaussian primitives move
+        as the particles do.  False for an entrywise nonlinear rule (Adam), which moves
+        each particle by a nonlinear function of its own gradient."""
+        return self.linear
+
+    @property
     def hidden_matrices(self) -> str:
         """How the deep engine follows a hidden matrix: 'schedule' (linear: W_t = ρ_t W_0 −
         Σ C[t, s] γ G_s), 'partners' (entrywise and nonlinear: partner particles) or

@@ -336,6 +336,11 @@ class Muon(Optimizer):
     def hidden_matrices(self) -> str:
         return "msign"
 
+    @property
+    def exact_linear(self) -> bool:
+        # msign moves the vector layers linearly given their Gram; Adam on them does not
+        return self.vector_layers == "muon"
+
     def particle_state(self, Z, layer):
         # the coordinates particles carry are the vector layers' (input and readout)
         if self.vector_layers == "adam":

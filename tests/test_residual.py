@@ -1,0 +1,155 @@
+"""Residual MLPs (tp_limits/spec/residual.py, docs/theory.md §12): the finite network's
+backward pass against finite differences, the exact linear limit at initialization against
+its closed form, the exact and Monte Carlo limits against each other and against finite
+networks, and the refusals."""
+import numpy as np
+import pytest
+from conftest import D1, N8_LONG, exact_against_monte_carlo, t_quantile, welch_dof
+
+import tp_limits as tp
+from tp_limits.engine.backend import numpy_backend
+from tp_limits.engine.meta import problem_meta
+from tp_limits.finite.network import FiniteNetwork
+from tp_limits.spec import Problem
+
+
+def test_presets_keep_the_summed_update_constant():
+    """γ = 1 − p α with p the times an update carries the branch multiplier (SGD 2, else 1)."""
+    assert tp.Residual.depth_mup("sgd") == tp.Residual(0.5, 0.0)
+    assert tp.Residual.depth_mup("adam") == tp.Residual(0.5, 0.5)
+    assert tp.Residual.depth_mup("muon") == tp.Residual(0.5, 0.5)
+    assert tp.Residual.completep("adam") == tp.Residual(1.0, 0.0)
+    assert tp.Residual.completep("sgd") == tp.Residual(1.0, -1.0)
+    net = tp.MLP(tp.mup(5), 3, 1, lr_mult=[1, 2, 3, 4, 5, 6], residual=tp.Residual(0.5, 0.25))
+    assert net.branch == (1.0, 0.5, 0.5, 0.5, 0.5, 1.0)                 # K = 4
+    np.testing.assert_allclose(net.effective_lr_mult, [1, 2 / 4 ** 0.25, 3 / 4 ** 0.25,
+                                                       4 / 4 ** 0.25, 5 / 4 ** 0.25, 6])
+    c = net.finite_constants(64, lr=0.1)
+    assert c.branch == net.branch
+    plain = tp.MLP(tp.mup(5), 3, 1, lr_mult=[1, 2, 3, 4, 5, 6]).finite_constants(64, lr=0.1)
+    np.testing.assert_allclose(np.divide(c.lr, plain.lr), [1] + [4 ** -0.25] * 4 + [1])
+    assert net.limit_constants(0.1).eta[2] == pytest.approx(0.1 * 3 / 4 ** 0.25)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(alpha=float("nan")), "alpha = nan must be a finite number"),
+    (dict(gamma="fast"), "gamma = 'fast' must be a number"),
+    (dict(block_depth=2), "block_depth = 2 .* not built yet"),
+    (dict(block_depth=3), "block_depth"),
+])
+def test_bad_residual_settings_are_refused(kw, match):
+    with pytest.raises(tp.SpecError, match=match):
+        tp.Residual(**kw)
+
+
+def test_residual_networks_need_two_hidden_layers():
+    with pytest.raises(tp.SpecError, match="need L >= 2 hidden layers, got L = 1"):
+        tp.MLP(tp.mup(1), 2, 1, residual=tp.Residual())
+    with pytest.raises(tp.SpecError, match="residual must be a tp.Residual"):
+        tp.MLP(tp.mup(2), 2, 1, residual=0.5)
+
+
+def _loss(W, X, Y, net, alpha):
+    """½ mean_i ‖f(ξ_i) − y_i‖², the residual network written out."""
+    h = X @ W[0].T
+    for l in range(1, net.L):
+        h = h + net.branch[l] * (np.tanh(h) @ W[l].T)
+    f = alpha * np.tanh(h) @ W[-1].T
+    return 0.5 * np.mean(np.sum((f - Y) ** 2, axis=1))
+
+
+def test_the_finite_step_is_gradient_descent_on_the_residual_network():
+    """One SGD step moves each W^l by its rate times the gradient of the loss written out
+    above (central differences, every layer)."""
+    rng = np.random.default_rng(0)
+    net = tp.MLP(tp.mup(4), 3, 2, phi="tanh", residual=tp.Residual(0.5, 0.3))
+    X, Y = rng.standard_normal((2, 3)), rng.standard_normal((2, 2))
+    nw = FiniteNetwork(net, 12, 0.1, 0, numpy_backend(), np.float64)
+    W0 = [w.copy() for w in nw.W]
+    hs, xs, f = nw.forward(X, 0)
+    nw.step(hs, xs, (f - Y) / 2)
+    eps = 1e-6
+    for l in range(net.L + 1):
+        grad = (W0[l] - nw.W[l]) / nw.const.lr[l]
+        for i, j in ((0, 0), (1, 2), (5, 1)):
+            if i >= W0[l].shape[0] or j >= W0[l].shape[1]:
+                continue
+            Wp = [w.copy() for w in W0]
+            Wp[l][i, j] += eps
+            Wm = [w.copy() for w in W0]
+            Wm[l][i, j] -= eps
+            fd = (_loss(Wp, X, Y, net, nw.alpha) - _loss(Wm, X, Y, net, nw.alpha)) / (2 * eps)
+            assert grad[i, j] == pytest.approx(fd, rel=1e-6, abs=1e-10)
+
+
+@pytest.mark.parametrize("K", [1, 2, 4, 8])
+def test_the_linear_limit_at_initialization_grows_like_one_plus_one_over_k(K):
+    """α = ½, σ = 1 (hidden weights of variance 1/n): E‖h^{l+1}‖² = (1 + 1/K) E‖h^l‖², so
+    ‖h^L‖²/‖h^1‖² = (1 + 1/K)^K, in the exact engine's second moments."""
+    net = tp.MLP(tp.mup(K + 1), 2, 1, phi="id", residual=tp.Residual(0.5, 0.0))
+    tr = tp.simulate_limit(net, tp.Routine(lr=0.1, **D1), record=("stats",))
+    h = tr.stats["h_rms"][0] ** 2                               # (L, E)
+    np.testing.assert_allclose(h[-1] / h[0], (1 + 1 / K) ** K, rtol=1e-12)
+    np.testing.assert_allclose(h[1:] / h[:-1], 1 + 1 / K, rtol=1e-12)
+
+
+@pytest.mark.parametrize("opt", [None, tp.Muon()], ids=["sgd", "muon"])
+def test_exact_linear_residual_limit_matches_monte_carlo(opt):
+    exps = "sgd" if opt is None else opt.exponents
+    net = tp.MLP(tp.mup(4, optimizer=exps), 3, 2, phi="id",
+                 residual=tp.Residual.depth_mup(exps))
+    r = tp.Routine(lr=0.3 if opt is None else 0.05, optimizer=opt, **N8_LONG)
+    exact, mc, q = exact_against_monte_carlo(net, r)
+    if opt is None:                      # the comparison tells a plain network apart
+        plain = tp.simulate_limit(tp.MLP(net.param, 3, 2, phi="id"), r)
+        assert np.any(np.abs(plain.f_eval[1:] - mc.f_eval[1:]) > q * mc.f_eval_se[1:])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("phi", ["id", "tanh"])
+def test_residual_limit_matches_finite_networks_at_width_4096(phi):
+    """μP with Depth-μP blocks (K = 2, SGD): 6 finite nets at width 4096 against the limit
+    (exact for φ = id, Monte Carlo for tanh) within the t bound at every evaluated step."""
+    net = tp.MLP(tp.mup(3), 3, 2, phi=phi, residual=tp.Residual.depth_mup("sgd"))
+    r = tp.Routine(lr=0.3, **N8_LONG)
+    lim = tp.simulate_limit(net, r, **({} if phi == "id" else dict(particles=2 ** 14,
+                                                                    replicates=8)))
+    F = np.array([tp.train_finite(net, r, 4096, seed=s, record=()).f_eval for s in range(6)])
+    mean, se = F.mean(0), F.std(0, ddof=1) / np.sqrt(6)
+    lse = np.zeros_like(se) if phi == "id" else lim.f_eval_se
+    combined = np.hypot(se[1:], lse[1:])
+    dof = 5 if phi == "id" else welch_dof(se[1:], 5, lse[1:], lim.status.se_dof)
+    q = t_quantile(dof)
+    assert np.all(np.abs(mean[1:] - lim.f_eval[1:]) <= q * combined)
+
+
+def test_what_residual_networks_do_not_have_yet_is_refused():
+    net = tp.MLP(tp.ntp(2), 2, 1, residual=tp.Residual())
+    r = tp.Routine(lr=0.5, **D1)
+    with pytest.raises(tp.UnsupportedError, match="kernels of a residual network"):
+        tp.simulate_limit(net, r)
+    with pytest.raises(tp.UnsupportedError, match="residual network"):
+        tp.ntk(net, D1["X"])
+    with pytest.raises(tp.UnsupportedError, match="empirical NTK of a residual network"):
+        tp.empirical_ntk(net, D1["X"], width=16)
+    mup = tp.MLP(tp.mup(2), 2, 1, residual=tp.Residual())
+    with pytest.raises(tp.SpecError, match="zdot='tangent' follows plain MLPs only"):
+        tp.simulate_limit(mup, r, zdot="tangent")
+
+
+def test_the_residual_blocks_are_part_of_the_problem():
+    r = tp.Routine(lr=0.5, **D1)
+    meta = problem_meta(Problem(tp.MLP(tp.mup(3), 2, 1, residual=tp.Residual(1, 0)), r))
+    assert meta["residual"] == {"alpha": 1.0, "gamma": 0.0, "block_depth": 1}
+    assert problem_meta(Problem(tp.MLP(tp.mup(3), 2, 1), r))["residual"] is None
+
+
+def test_experiment_files_take_residual_blocks():
+    from tp_limits.experiment import ExperimentError, build
+    cfg = {"parametrization": {"preset": "mup", "L": 3}, "data": {"generator": "d1"},
+           "routine": {"lr": 0.5, "steps": 3},
+           "model": {"residual_alpha": 0.5, "residual_gamma": 0.25}}
+    assert build(cfg).net.residual == tp.Residual(0.5, 0.25)
+    cfg["model"] = {"residual_gamma": 1.0}
+    with pytest.raises(ExperimentError, match="residual_gamma needs model.residual_alpha"):
+        build(cfg)
