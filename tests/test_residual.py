@@ -123,15 +123,52 @@ def test_residual_limit_matches_finite_networks_at_width_4096(phi):
     assert np.all(np.abs(mean[1:] - lim.f_eval[1:]) <= q * combined)
 
 
+X4 = np.random.default_rng(0).standard_normal((4, 3))
+
+
+def _residual_kernels(X, sigma, c, lr_mult):
+    """NNGP and NTK of a residual net (L = 3, one output) written out for φ = id, from the
+    definitions: h^{l+1} = h^l + c W^{l+1} h^l, so covariances add along the skip, and each
+    layer's kernel is its gradient kernel times its input kernel."""
+    G = X @ X.T
+    S1 = sigma[0] ** 2 * G
+    S2 = S1 + c ** 2 * sigma[1] ** 2 * S1
+    S3 = S2 + c ** 2 * sigma[2] ** 2 * S2
+    P3 = sigma[3] ** 2 * np.ones_like(G)             # φ′ = 1
+    P2 = P3 + c ** 2 * sigma[2] ** 2 * P3
+    P1 = P2 + c ** 2 * sigma[1] ** 2 * P2
+    K = [P1 * G, c ** 2 * P2 * S1, c ** 2 * P3 * S2, S3]
+    return sigma[3] ** 2 * S3, sum(m * k for m, k in zip(lr_mult, K))
+
+
+def test_residual_kernels_of_a_linear_network_are_the_written_out_recursion():
+    sigma, lr_mult = [1.0, 0.8, 1.3, 0.9], [1.0, 2.0, 0.5, 1.5]
+    net = tp.MLP(tp.ntp(3), 3, 1, phi="id", sigma=sigma, lr_mult=lr_mult,
+                 residual=tp.Residual(0.5, 0.5))                     # K = 2
+    c, k = 2 ** -0.5, 2 ** -0.5
+    nngp, ntk = _residual_kernels(X4, sigma, c, [1.0, 2.0 * k, 0.5 * k, 1.5])
+    np.testing.assert_allclose(tp.nngp(net, X4), nngp, rtol=1e-13)
+    np.testing.assert_allclose(tp.ntk(net, X4), ntk, rtol=1e-13)
+    # the kernel-regime engine descends with it
+    r = tp.Routine(X4, np.ones((4, 1)), lr=0.1, eval_inputs=X4[:2])
+    assert tp.simulate_limit(net, r).meta["method"] == "kernel_gd"
+
+
+@pytest.mark.parametrize("phi", ["tanh", "relu"])
+def test_residual_ntk_is_the_limit_of_the_empirical_one(phi):
+    """8 finite networks at width 4096 (their empirical NTK through the skips) against the
+    limiting NTK within the t bound of their mean, plus the O(1/n) finite-width bias."""
+    net = tp.MLP(tp.ntp(4), 3, 1, phi=phi, residual=tp.Residual(0.5, 0.3))
+    Ks = np.array([tp.empirical_ntk(net, X4, width=4096, seed=s) for s in range(8)])
+    mean, se = Ks.mean(axis=0), Ks.std(axis=0, ddof=1) / np.sqrt(len(Ks))
+    limit = tp.ntk(net, X4)
+    assert np.all(np.abs(mean - limit) < t_quantile(7) * se + 2e-3 * np.abs(limit).max())
+    plain = tp.ntk(tp.MLP(tp.ntp(4), 3, 1, phi=phi), X4)
+    assert np.any(np.abs(mean - plain) > t_quantile(7) * se + 2e-3 * np.abs(limit).max())
+
+
 def test_what_residual_networks_do_not_have_yet_is_refused():
-    net = tp.MLP(tp.ntp(2), 2, 1, residual=tp.Residual())
     r = tp.Routine(lr=0.5, **D1)
-    with pytest.raises(tp.UnsupportedError, match="kernels of a residual network"):
-        tp.simulate_limit(net, r)
-    with pytest.raises(tp.UnsupportedError, match="residual network"):
-        tp.ntk(net, D1["X"])
-    with pytest.raises(tp.UnsupportedError, match="empirical NTK of a residual network"):
-        tp.empirical_ntk(net, D1["X"], width=16)
     mup = tp.MLP(tp.mup(2), 2, 1, residual=tp.Residual())
     with pytest.raises(tp.SpecError, match="zdot='tangent' follows plain MLPs only"):
         tp.simulate_limit(mup, r, zdot="tangent")

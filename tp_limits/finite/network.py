@@ -119,19 +119,27 @@ class FiniteNetwork:
         so all gradients use W_t (simultaneous updates).
         """
         L, mm = self.net.L, self.b.matmul
-        branch = self.const.branch
         self.t += 1
         g_x = self.alpha * mm(chi, self.W[L])                   # ∂(χᵀf)/∂x^L
         self._update(L, self.alpha * chi, xs[L], rate)          # ∇W^{L+1} = α χᵀ x^L
-        g_h = g_x * self.phi.dphi(hs[L - 1], self.b)            # δh^L
-        for l in range(L - 1, -1, -1):
-            # in a residual block W^l's product is c·(W^l x), so its gradient is c δh^l
+        for l, g in self.gradient_factors(hs, g_x * self.phi.dphi(hs[L - 1], self.b)):
+            self._update(l, g, xs[l], rate)
+
+    def gradient_factors(self, hs, dh_top):
+        """Yield (l, G_l) for l = L−1, …, 0 (0-based): layer l's W-gradient is G_lᵀ x^l, from
+        δh at the top hidden layer ``dh_top``.  Each layer's backward product is taken
+        before its pair is yielded, so a caller may update W[l] on receiving it (every
+        gradient then uses W_t).  In a residual block W^l's product enters as c W^l x, so
+        G = c δh^l, and the skip adds δh^l to δh^{l−1} (docs/theory.md §12.1)."""
+        branch = self.const.branch
+        g_h = dh_top
+        for l in range(self.net.L - 1, -1, -1):
             g = g_h * branch[l] if branch and l > 0 else g_h
             if l > 0:
                 below = self._backward_product(g, l) * self.phi.dphi(hs[l - 1], self.b)
-                if branch:                                      # the skip: δh^{l-1} += δh^l
+                if branch:
                     below += g_h
-            self._update(l, g, xs[l], rate)
+            yield l, g
             if l > 0:
                 g_h = below
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..engine.backend import get_backend
 from ..engine.options import MAX_WIDTH, check_seed
-from ..errors import SpecError, UnsupportedError
+from ..errors import SpecError
 from ..spec import MLP, Problem
 from ..spec.checks import as_matrix, check_int
 from .network import FiniteNetwork
@@ -55,9 +55,6 @@ def empirical_ntk(net: MLP, X1, X2=None, width: int = 1024, seed: int = 0,
     Returns (n1, n2) for d_out = 1, else (n1, d_out, n2, d_out); with
     ``components=True`` a dict layer -> that array (layers 1..L+1).
     """
-    if isinstance(net, MLP) and net.residual is not None:
-        raise UnsupportedError("the empirical NTK of a residual network (its backward pass "
-                               "through the skip connections) is not built yet")
     nw = _network(net, width, seed, backend)
     b, xp = nw.b, nw.b.xp
     X1 = _inputs(net, X1, "X1")
@@ -75,11 +72,8 @@ def empirical_ntk(net: MLP, X1, X2=None, width: int = 1024, seed: int = 0,
     G = [[None] * do for _ in range(L)]
     for o in range(do):
         g_x = nw.alpha * xp.broadcast_to(nw.W[L][o], xs[L].shape)
-        for l in range(L - 1, -1, -1):
-            g_h = g_x * nw.phi.dphi(hs[l], b)
-            G[l][o] = g_h
-            if l > 0:
-                g_x = b.matmul(g_h, nw.W[l])
+        for l, g in nw.gradient_factors(hs, g_x * nw.phi.dphi(hs[L - 1], b)):
+            G[l][o] = g
     for l in range(L):
         xg = gram(xs[l])
         comps[l + 1] = scale[l] * xp.stack(

@@ -16,7 +16,6 @@ optimizer not linear in the gradients  UnsupportedError (a nonlinear kernel)
 (Adam), kernel or trivial regime
 weight decay, kernel regime            UnsupportedError (decay moves W_0 by Θ(1))
 orthogonal hidden initialization       UnsupportedError (not a Gaussian program)
-residual network, kernel or trivial    UnsupportedError (no residual kernels yet)
 =====================================  =============================================
 
 Every optimizer (the routine's ``optimizer``) runs in every feature-learning
@@ -60,11 +59,6 @@ def select_engine(problem, options):
     if options.backprop == "decoupled" and not deep_fl:
         raise SpecError("backprop='decoupled' applies to deep (L >= 2) feature-learning limits")
     if k.regime in ("kernel", "trivial"):
-        if net.residual is not None:
-            raise UnsupportedError(
-                f"{param.label} is in the {k.regime} regime, and the kernels of a residual "
-                "network (NNGP and NTK through the skip connections) are not built yet: the "
-                "feature-learning engines take residual networks")
         refusal = opt.kernel_refusal(k.regime)
         if refusal:
             raise UnsupportedError(refusal)

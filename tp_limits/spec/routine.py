@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import SpecError
 from ..losses import get_loss
-from .checks import as_matrix, check_int, finite_positive
+from .checks import as_matrix, check_int
 from .optimizers import Optimizer, names
 from .schedules import resolve
 

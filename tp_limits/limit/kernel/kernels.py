@@ -41,12 +41,15 @@ def _pairwise(S, fn):
     return out
 
 
-def layer_kernels(phi: str, sigma, X1, X2=None) -> dict:
+def layer_kernels(phi: str, sigma, X1, X2=None, branch=()) -> dict:
     """V^l, V̇^l (l = 1..L) and the contributions K_1..K_{L+1} between X1 and X2.
 
     ``sigma`` holds the L+1 effective init constants.  Cross kernels are
     computed on the stacked inputs and cut out, so the pair moments see the
     right variances; without X2 the kernels of X1 are exactly symmetric.
+    ``branch`` (a residual network's multipliers c_l, docs/theory.md §12.3): the skip
+    adds the previous layer's kernel, Σ^{l+1} = Σ^l + c² σ² V^l and
+    Π^{l-1} = Π^l + c² σ² Π^l ⊙ V̇^{l-1}, and a block's contribution is c² Π^l ⊙ V^{l-1}.
     """
     if X2 is None:
         X, cut = X1, (lambda M: M)
@@ -57,16 +60,19 @@ def layer_kernels(phi: str, sigma, X1, X2=None) -> dict:
     fn = moments(phi)
     S = sigma[0] ** 2 * X @ X.T
     Vs, Vds = [], []
+    c2 = [b * b for b in branch] if branch else [1.0] * (L + 1)
     for l in range(L):
         V, Vd = _pairwise(S, fn)
         Vs.append(V)
         Vds.append(Vd)
-        S = sigma[l + 1] ** 2 * V
+        if l < L - 1:                          # the next hidden layer (the skip: + Σ^l)
+            S = c2[l + 1] * sigma[l + 1] ** 2 * V + (S if branch else 0.0)
     Pi = [None] * L
     Pi[L - 1] = sigma[L] ** 2 * Vds[L - 1]
     for l in range(L - 1, 0, -1):
-        Pi[l - 1] = sigma[l] ** 2 * Pi[l] * Vds[l - 1]
-    K = [Pi[0] * (X @ X.T)] + [Pi[l] * Vs[l - 1] for l in range(1, L)] + [Vs[L - 1]]
+        Pi[l - 1] = c2[l] * sigma[l] ** 2 * Pi[l] * Vds[l - 1] + (Pi[l] if branch else 0.0)
+    K = ([Pi[0] * (X @ X.T)] + [c2[l] * Pi[l] * Vs[l - 1] for l in range(1, L)]
+         + [Vs[L - 1]])
     return {"V": [cut(v) for v in Vs], "Vdot": [cut(v) for v in Vds],
             "K": [cut(k) for k in K], "nngp": sigma[L] ** 2 * cut(Vs[L - 1])}
 
@@ -77,9 +83,6 @@ def _inputs(net, X1, X2):
         raise SpecError(f"net must be a tp.MLP, got {type(net).__name__}")
     if net.limit_refusal():
         raise UnsupportedError(net.limit_refusal())
-    if net.residual is not None:
-        raise UnsupportedError("the NNGP and NTK of a residual network (through its skip "
-                               "connections) are not built yet")
     out = []
     for name, X in (("X1", X1), ("X2", X2)):
         if X is None:
@@ -96,7 +99,7 @@ def _inputs(net, X1, X2):
 def nngp(net, X1, X2=None) -> np.ndarray:
     """Covariance of f_0 in the limit when p = 1/2: α² σ_{L+1}² V^L(X1, X2) (per output)."""
     A, B = _inputs(net, X1, X2)
-    lk = layer_kernels(net.phi, net.limit_sigma, A, B)
+    lk = layer_kernels(net.phi, net.limit_sigma, A, B, net.branch)
     return net.output_multiplier ** 2 * lk["nngp"]
 
 
@@ -121,7 +124,7 @@ def ntk(net, X1, X2=None, components: bool = False, layers=None):
     if not layers or any(not isinstance(l, numbers.Integral) or not 1 <= l <= net.L + 1
                              for l in layers):
         raise SpecError(f"layers = {layers!r} must name layers in 1..{net.L + 1}")
-    lk = layer_kernels(net.phi, net.limit_sigma, A, B)
+    lk = layer_kernels(net.phi, net.limit_sigma, A, B, net.branch)
     a2 = net.output_multiplier ** 2
-    comps = {l: a2 * net.lr_mult[l - 1] * lk["K"][l - 1] for l in layers}
+    comps = {l: a2 * net.effective_lr_mult[l - 1] * lk["K"][l - 1] for l in layers}
     return comps if components else sum(comps.values())
