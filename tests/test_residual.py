@@ -18,8 +18,8 @@ def test_presets_keep_the_summed_update_constant():
     assert tp.Residual.depth_mup("sgd") == tp.Residual(0.5, 0.0)
     assert tp.Residual.depth_mup("adam") == tp.Residual(0.5, 0.5)
     assert tp.Residual.depth_mup("muon") == tp.Residual(0.5, 0.5)
-    assert tp.Residual.completep("adam") == tp.Residual(1.0, 0.0)
-    assert tp.Residual.completep("sgd") == tp.Residual(1.0, -1.0)
+    assert tp.Residual.completep("adam") == tp.Residual(1.0, 0.0, block_depth=2)
+    assert tp.Residual.completep("sgd", block_depth=1) == tp.Residual(1.0, -1.0)
     net = tp.MLP(tp.mup(5), 3, 1, lr_mult=[1, 2, 3, 4, 5, 6], residual=tp.Residual(0.5, 0.25))
     assert net.branch == (1.0, 0.5, 0.5, 0.5, 0.5, 1.0)                 # K = 4
     np.testing.assert_allclose(net.effective_lr_mult, [1, 2 / 4 ** 0.25, 3 / 4 ** 0.25,
@@ -34,35 +34,46 @@ def test_presets_keep_the_summed_update_constant():
 @pytest.mark.parametrize("kw, match", [
     (dict(alpha=float("nan")), "alpha = nan must be a finite number"),
     (dict(gamma="fast"), "gamma = 'fast' must be a number"),
-    (dict(block_depth=2), "block_depth = 2 .* not built yet"),
-    (dict(block_depth=3), "block_depth"),
+    (dict(block_depth=3), "block_depth = 3 exceeds the largest supported value 2"),
 ])
 def test_bad_residual_settings_are_refused(kw, match):
     with pytest.raises(tp.SpecError, match=match):
         tp.Residual(**kw)
 
 
-def test_residual_networks_need_two_hidden_layers():
-    with pytest.raises(tp.SpecError, match="need L >= 2 hidden layers, got L = 1"):
+def test_residual_networks_need_whole_blocks():
+    with pytest.raises(tp.SpecError, match=r"need L = 1 \+ K·1 hidden layers .* got L = 1"):
         tp.MLP(tp.mup(1), 2, 1, residual=tp.Residual())
+    with pytest.raises(tp.SpecError, match=r"groups of 2: they need L = 1 \+ K·2 .* got L = 4"):
+        tp.MLP(tp.mup(4), 2, 1, residual=tp.Residual(block_depth=2))
+    net = tp.MLP(tp.mup(5), 2, 1, residual=tp.Residual(1.0, block_depth=2))    # K = 2
+    assert net.skips == (-1, -1, 0, -1, 2, -1) and net.branch == (1, 1, 0.5, 1, 0.5, 1)
     with pytest.raises(tp.SpecError, match="residual must be a tp.Residual"):
         tp.MLP(tp.mup(2), 2, 1, residual=0.5)
 
 
 def _loss(W, X, Y, net, alpha):
-    """½ mean_i ‖f(ξ_i) − y_i‖², the residual network written out."""
+    """½ mean_i ‖f(ξ_i) − y_i‖², the residual network written out block by block."""
+    c, depth = net.branch[net.residual.block_depth], net.residual.block_depth
     h = X @ W[0].T
-    for l in range(1, net.L):
-        h = h + net.branch[l] * (np.tanh(h) @ W[l].T)
+    for k in range(net.residual.blocks(net.L)):
+        if depth == 1:
+            h = h + c * (np.tanh(h) @ W[1 + k].T)
+        else:                                      # h + c W_b φ(W_a φ(h))
+            u = np.tanh(h) @ W[1 + 2 * k].T
+            h = h + c * (np.tanh(u) @ W[2 + 2 * k].T)
     f = alpha * np.tanh(h) @ W[-1].T
     return 0.5 * np.mean(np.sum((f - Y) ** 2, axis=1))
 
 
-def test_the_finite_step_is_gradient_descent_on_the_residual_network():
+@pytest.mark.parametrize("L, res", [(4, tp.Residual(0.5, 0.3)),
+                                    (5, tp.Residual(1.0, -0.5, block_depth=2))],
+                         ids=["blocks of 1", "blocks of 2"])
+def test_the_finite_step_is_gradient_descent_on_the_residual_network(L, res):
     """One SGD step moves each W^l by its rate times the gradient of the loss written out
     above (central differences, every layer)."""
     rng = np.random.default_rng(0)
-    net = tp.MLP(tp.mup(4), 3, 2, phi="tanh", residual=tp.Residual(0.5, 0.3))
+    net = tp.MLP(tp.mup(L), 3, 2, phi="tanh", residual=res)
     X, Y = rng.standard_normal((2, 3)), rng.standard_normal((2, 2))
     nw = FiniteNetwork(net, 12, 0.1, 0, numpy_backend(), np.float64)
     W0 = [w.copy() for w in nw.W]
@@ -82,6 +93,18 @@ def test_the_finite_step_is_gradient_descent_on_the_residual_network():
             assert grad[i, j] == pytest.approx(fd, rel=1e-6, abs=1e-10)
 
 
+@pytest.mark.parametrize("alpha", [0.5, 1.0])
+@pytest.mark.parametrize("K", [2, 4])
+def test_blocks_of_two_at_initialization(K, alpha):
+    """φ = id, σ = 1: a block h + c W_b W_a h multiplies E‖h‖² by 1 + c² = 1 + K^{−2α}."""
+    net = tp.MLP(tp.mup(1 + 2 * K), 2, 1, phi="id",
+                 residual=tp.Residual(alpha, 0.0, block_depth=2))
+    tr = tp.simulate_limit(net, tp.Routine(lr=0.1, **D1), record=("stats",))
+    h = tr.stats["h_rms"][0] ** 2
+    np.testing.assert_allclose(h[2::2] / h[:-1:2], 1 + K ** (-2 * alpha), rtol=1e-12)
+    np.testing.assert_allclose(h[-1] / h[0], (1 + K ** (-2 * alpha)) ** K, rtol=1e-12)
+
+
 @pytest.mark.parametrize("K", [1, 2, 4, 8])
 def test_the_linear_limit_at_initialization_grows_like_one_plus_one_over_k(K):
     """α = ½, σ = 1 (hidden weights of variance 1/n): E‖h^{l+1}‖² = (1 + 1/K) E‖h^l‖², so
@@ -93,11 +116,12 @@ def test_the_linear_limit_at_initialization_grows_like_one_plus_one_over_k(K):
     np.testing.assert_allclose(h[1:] / h[:-1], 1 + 1 / K, rtol=1e-12)
 
 
-@pytest.mark.parametrize("opt", [None, tp.Muon()], ids=["sgd", "muon"])
-def test_exact_linear_residual_limit_matches_monte_carlo(opt):
+@pytest.mark.parametrize("opt, depth", [(None, 1), (tp.Muon(), 1), (None, 2)],
+                         ids=["sgd", "muon", "sgd, blocks of 2"])
+def test_exact_linear_residual_limit_matches_monte_carlo(opt, depth):
     exps = "sgd" if opt is None else opt.exponents
-    net = tp.MLP(tp.mup(4, optimizer=exps), 3, 2, phi="id",
-                 residual=tp.Residual.depth_mup(exps))
+    net = tp.MLP(tp.mup(5 if depth == 2 else 4, optimizer=exps), 3, 2, phi="id",
+                 residual=tp.Residual.depth_mup(exps, block_depth=depth))
     r = tp.Routine(lr=0.3 if opt is None else 0.05, optimizer=opt, **N8_LONG)
     exact, mc, q = exact_against_monte_carlo(net, r)
     if opt is None:                      # the comparison tells a plain network apart
@@ -154,16 +178,19 @@ def test_residual_kernels_of_a_linear_network_are_the_written_out_recursion():
     assert tp.simulate_limit(net, r).meta["method"] == "kernel_gd"
 
 
-@pytest.mark.parametrize("phi", ["tanh", "relu"])
-def test_residual_ntk_is_the_limit_of_the_empirical_one(phi):
+@pytest.mark.parametrize("phi, L, res", [("tanh", 4, tp.Residual(0.5, 0.3)),
+                                         ("relu", 4, tp.Residual(0.5, 0.3)),
+                                         ("tanh", 5, tp.Residual(1.0, 0.0, block_depth=2))],
+                         ids=["tanh", "relu", "tanh, blocks of 2"])
+def test_residual_ntk_is_the_limit_of_the_empirical_one(phi, L, res):
     """8 finite networks at width 4096 (their empirical NTK through the skips) against the
     limiting NTK within the t bound of their mean, plus the O(1/n) finite-width bias."""
-    net = tp.MLP(tp.ntp(4), 3, 1, phi=phi, residual=tp.Residual(0.5, 0.3))
+    net = tp.MLP(tp.ntp(L), 3, 1, phi=phi, residual=res)
     Ks = np.array([tp.empirical_ntk(net, X4, width=4096, seed=s) for s in range(8)])
     mean, se = Ks.mean(axis=0), Ks.std(axis=0, ddof=1) / np.sqrt(len(Ks))
     limit = tp.ntk(net, X4)
     assert np.all(np.abs(mean - limit) < t_quantile(7) * se + 2e-3 * np.abs(limit).max())
-    plain = tp.ntk(tp.MLP(tp.ntp(4), 3, 1, phi=phi), X4)
+    plain = tp.ntk(tp.MLP(tp.ntp(L), 3, 1, phi=phi), X4)
     assert np.any(np.abs(mean - plain) > t_quantile(7) * se + 2e-3 * np.abs(limit).max())
 
 
@@ -187,6 +214,9 @@ def test_experiment_files_take_residual_blocks():
            "routine": {"lr": 0.5, "steps": 3},
            "model": {"residual_alpha": 0.5, "residual_gamma": 0.25}}
     assert build(cfg).net.residual == tp.Residual(0.5, 0.25)
+    cfg["parametrization"]["L"] = 5
+    cfg["model"]["residual_block_depth"] = 2
+    assert build(cfg).net.residual == tp.Residual(0.5, 0.25, block_depth=2)
     cfg["model"] = {"residual_gamma": 1.0}
     with pytest.raises(ExperimentError, match="residual_gamma needs model.residual_alpha"):
         build(cfg)

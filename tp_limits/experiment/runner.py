@@ -135,13 +135,16 @@ def _rates(r: dict, X, steps) -> float | np.ndarray:
 
 
 def _residual(model: dict):
-    """tp.Residual from [model] residual_alpha / residual_gamma (None without alpha)."""
+    """tp.Residual from [model] residual_alpha / residual_gamma / residual_block_depth (None
+    without alpha)."""
     if model.get("residual_alpha") is None:
-        if model.get("residual_gamma", 0.0) != 0.0:
-            raise ExperimentError("model.residual_gamma needs model.residual_alpha (the "
-                                  "branch exponent of the skip connections)")
+        for key, default in (("residual_gamma", 0.0), ("residual_block_depth", 1)):
+            if model.get(key, default) != default:
+                raise ExperimentError(f"model.{key} needs model.residual_alpha (the branch "
+                                      "exponent of the skip connections)")
         return None
-    return Residual(model["residual_alpha"], model.get("residual_gamma", 0.0))
+    return Residual(model["residual_alpha"], model.get("residual_gamma", 0.0),
+                    model.get("residual_block_depth", 1))
 
 
 def build(config: dict, base=".", source: str = "<dict>") -> Experiment:

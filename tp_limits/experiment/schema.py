@@ -149,6 +149,8 @@ SCHEMA: dict = {
                               "a plain MLP"),
         "residual_gamma": Key("number", 0.0, "with residual_alpha: the blocks' learning rate "
                               "times K^(−gamma)"),
+        "residual_block_depth": Key("int", 1, "with residual_alpha: matrices per branch (1, or "
+                                    "2: h + K^(−alpha) W_b φ(W_a φ(h)))"),
     },
     "data": {
         "generator": Key("str", None,

@@ -89,12 +89,12 @@ class FiniteNetwork:
         """
         xp, mm = self.b.xp, self.b.matmul
         hs, xs = [], [X]
-        branch = self.const.branch
+        branch, skip = self.const.branch, self.const.skip
         for l in range(self.net.L):
             h = mm(xs[-1], self.W[l].T)
-            if branch and l > 0:                 # a residual block: h^l = h^{l-1} + c W^l x
+            if branch and skip[l] >= 0:          # a block's output: h = h^{skip} + c W x
                 h *= branch[l]
-                h += hs[-1]
+                h += hs[skip[l]]
             check_size(h, step, l + 1, "pre-activation h", self.bound, xp)
             hs.append(h)
             xs.append(self.phi.phi(h, self.b))
@@ -104,10 +104,10 @@ class FiniteNetwork:
 
     def product(self, hs, l):
         """W^l_t x^{l-1} (0-based ``l``) from the forward pass's pre-activations: h^l itself,
-        or (h^l − h^{l−1})/c in a residual block."""
-        branch = self.const.branch
-        if branch and l > 0:
-            return (hs[l] - hs[l - 1]) / branch[l]
+        or (h^l − h^{skip})/c at a residual block's output."""
+        branch, skip = self.const.branch, self.const.skip
+        if branch and skip[l] >= 0:
+            return (hs[l] - hs[skip[l]]) / branch[l]
         return hs[l]
 
     # ---- backward + simultaneous update ----------------------------------------
@@ -131,14 +131,17 @@ class FiniteNetwork:
         before its pair is yielded, so a caller may update W[l] on receiving it (every
         gradient then uses W_t).  In a residual block W^l's product enters as c W^l x, so
         G = c δh^l, and the skip adds δh^l to δh^{l−1} (docs/theory.md §12.1)."""
-        branch = self.const.branch
+        branch, skip = self.const.branch, self.const.skip
+        carried = {}                             # δh that skips hand to a lower layer
         g_h = dh_top
         for l in range(self.net.L - 1, -1, -1):
-            g = g_h * branch[l] if branch and l > 0 else g_h
+            g = g_h * branch[l] if branch and skip[l] >= 0 else g_h
+            if branch and skip[l] >= 0:
+                carried[skip[l]] = carried[skip[l]] + g_h if skip[l] in carried else g_h
             if l > 0:
                 below = self._backward_product(g, l) * self.phi.dphi(hs[l - 1], self.b)
-                if branch:
-                    below += g_h
+                if l - 1 in carried:
+                    below += carried.pop(l - 1)
             yield l, g
             if l > 0:
                 g_h = below

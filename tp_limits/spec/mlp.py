@@ -36,10 +36,9 @@ class FiniteConstants:
     size of layer l's gradient entries in w-units (Adam's ε is ε · eps_scale,
     docs/theory.md §10.3); ``decay[l]`` = η lr_mult_l, the per-step shrink of
     layer l per unit of width-free weight decay (§10.1); ``alpha`` multiplies
-    the output; ``branch`` is empty for a plain MLP and, for a residual one, the
-    multiplier of each layer's product in h^l = h^{l−1} + branch[l] W^l x^{l−1}
-    (K^{−α} for the blocks W^2..W^L, 1 for the input layer and the readout, which have
-    no skip; docs/theory.md §12).  Every ``lr_mult`` here is the effective one
+    the output; ``branch`` and ``skip`` are empty for a plain MLP and, for a residual one,
+    the multiplier of each layer's product and the layer whose pre-activation its skip
+    adds (−1: none): h^l = h^{skip[l]} + branch[l] W^l x^{l−1} (docs/theory.md §12).  Every ``lr_mult`` here is the effective one
     (times K^{−γ} in the blocks).
     """
 
@@ -52,6 +51,7 @@ class FiniteConstants:
     eps_scale: tuple = ()
     decay: tuple = ()
     branch: tuple = ()
+    skip: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,7 @@ class LimitConstants:
     readout_init: bool
     decay: tuple = ()
     branch: tuple = ()
+    skip: tuple = ()
 
 
 @dataclass(frozen=True, init=False)
@@ -127,9 +128,7 @@ class MLP:
         if residual is not None:
             if not isinstance(residual, Residual):
                 raise SpecError(f"residual must be a tp.Residual(...) or None, got {residual!r}")
-            if param.L < 2:
-                raise SpecError(f"residual blocks wrap the hidden matrices W^2..W^L: they need "
-                                f"L >= 2 hidden layers, got L = {param.L}")
+            residual.check_depth(param.L)
         object.__setattr__(self, "residual", residual)
 
     @property
@@ -156,11 +155,15 @@ class MLP:
 
     @property
     def branch(self) -> tuple:
-        """() for a plain MLP; for a residual one, each layer's branch multiplier (K^{−α} for
-        W^2..W^L, 1 for the input layer and the readout)."""
-        if self.residual is None:
-            return ()
-        return (1.0,) + (self.residual.branch(self.L),) * (self.L - 1) + (1.0,)
+        """() for a plain MLP; for a residual one, each layer's multiplier (K^{−α} for a
+        block's last matrix, 1 elsewhere: input layer, readout, a branch's inner matrix)."""
+        return () if self.residual is None else self.residual.multipliers(self.L)
+
+    @property
+    def skips(self) -> tuple:
+        """() for a plain MLP; for a residual one, the 0-based layer whose pre-activation
+        each layer's skip adds (−1: none)."""
+        return () if self.residual is None else self.residual.skips(self.L)
 
     @property
     def limit_sigma(self) -> tuple:
@@ -217,7 +220,7 @@ class MLP:
         return FiniteConstants(n, init, sgd, adam, tuple(n ** -float(ai) for ai in a),
                                self.output_multiplier,
                                tuple(n ** -float(g) for g in self.eps_exponents()),
-                               tuple(lr * m for m in mult), self.branch)
+                               tuple(lr * m for m in mult), self.branch, self.skips)
 
     def limit_constants(self, lr: float) -> LimitConstants:
         """The numbers of the feature-learning limit (docs/theory.md §5.1)."""
@@ -229,4 +232,5 @@ class MLP:
         mult = self.effective_lr_mult
         eta = tuple(lr * m * float(e) for m, e in zip(mult, switches))
         return LimitConstants(self.limit_sigma, eta, self.output_multiplier,
-                              bool(sw.readout_init), tuple(lr * m for m in mult), self.branch)
+                              bool(sw.readout_init), tuple(lr * m for m in mult), self.branch,
+                              self.skips)

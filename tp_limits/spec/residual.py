@@ -5,12 +5,14 @@ With L hidden layers there are K = L − 1 blocks, one per hidden matrix W^2..W^
 
     h^1 = W^1 ξ,   h^{l+1} = h^l + K^{−α} W^{l+1} φ(h^l)  (l = 1..K),   f = α_out W^{L+1} φ(h^L),
 
-and the learning rate of W^2..W^L is multiplied by K^{−γ}.  Width exponents are those of
-the parametrization, untouched: at a fixed K the branch multiplier and the rate factor are
-width-free constants, so the width classification, the finite networks and every
-feature-learning limit engine follow the residual network with the same rules as a plain
-one (the skip adds h^l to the next pre-activation; the backward pass adds δh^{l+1} to
-δh^l).  What the exponents do as K grows is the depth question of §12.
+and the learning rate of W^2..W^L is multiplied by K^{−γ}.  With ``block_depth=2`` a block
+has two matrices, h ← h + K^{−α} W_b φ(W_a φ(h)), and L = 1 + 2K: the hidden layers
+alternate between a branch's inner pre-activation (no skip) and the block's output.
+Width exponents are those of the parametrization, untouched: at a fixed K the branch
+multiplier and the rate factor are width-free constants, so the width classification, the
+finite networks and every limit engine follow the residual network with the same rules as
+a plain one (a skip adds h^s to a block's output; the backward pass hands that output's
+δh back to layer s).  What the exponents do as K grows is the depth question of §12.
 """
 from __future__ import annotations
 
@@ -45,39 +47,58 @@ class Residual:
     def __init__(self, alpha: float = 0.5, gamma: float = 0.0, block_depth: int = 1):
         object.__setattr__(self, "alpha", _finite(alpha, "alpha"))
         object.__setattr__(self, "gamma", _finite(gamma, "gamma"))
-        depth = check_int(block_depth, "block_depth", 1, 2)
-        if depth != 1:
-            raise SpecError("block_depth = 2 (branches W_b φ(W_a φ(h))) is not built yet: "
-                            "residual blocks have one layer (block_depth=1)")
-        object.__setattr__(self, "block_depth", depth)
+        object.__setattr__(self, "block_depth", check_int(block_depth, "block_depth", 1, 2))
 
     @classmethod
-    def depth_mup(cls, optimizer: str = "sgd") -> "Residual":
+    def depth_mup(cls, optimizer: str = "sgd", block_depth: int = 1) -> "Residual":
         """Depth-μP: α = ½ with γ = 1 − p·α for an update rule that carries the branch
         multiplier p times (SGD: γ = 0; Adam and Muon: γ = ½)."""
-        return cls._summed_update_constant(0.5, optimizer)
+        return cls._summed_update_constant(0.5, optimizer, block_depth)
 
     @classmethod
-    def completep(cls, optimizer: str = "adam") -> "Residual":
-        """α = 1 with the same rule for γ (Adam and Muon: γ = 0; SGD: γ = −1)."""
-        return cls._summed_update_constant(1.0, optimizer)
+    def completep(cls, optimizer: str = "adam", block_depth: int = 2) -> "Residual":
+        """α = 1 with the same rule for γ (Adam and Muon: γ = 0; SGD: γ = −1), on branches
+        of two layers by default."""
+        return cls._summed_update_constant(1.0, optimizer, block_depth)
 
     @classmethod
-    def _summed_update_constant(cls, alpha: float, optimizer: str) -> "Residual":
+    def _summed_update_constant(cls, alpha: float, optimizer: str,
+                                block_depth: int) -> "Residual":
         if optimizer not in BRANCH_POWERS:
             raise SpecError(f"optimizer = {optimizer!r}; choose one of {tuple(BRANCH_POWERS)}")
-        return cls(alpha, 1.0 - BRANCH_POWERS[optimizer] * alpha)
+        return cls(alpha, 1.0 - BRANCH_POWERS[optimizer] * alpha, block_depth)
+
+    def check_depth(self, L: int) -> None:
+        """L = 1 + K·block_depth hidden layers with K >= 1 blocks, or a SpecError."""
+        b = self.block_depth
+        if L < 1 + b or (L - 1) % b:
+            raise SpecError(f"residual blocks of {b} layer{'s' if b > 1 else ''} wrap the hidden "
+                            f"matrices W^2..W^L in groups of {b}: they need L = 1 + K·{b} "
+                            f"hidden layers with K >= 1 blocks, got L = {L}")
 
     def blocks(self, L: int) -> int:
-        """K = L − 1: one block per hidden matrix."""
-        return L - 1
+        """K = (L − 1)/block_depth blocks."""
+        return (L - 1) // self.block_depth
+
+    def skips(self, L: int) -> tuple:
+        """For each layer 0..L (0-based, W^1..W^{L+1}), the 0-based index of the
+        pre-activation its skip adds (−1: none): a block's last matrix adds the
+        pre-activation block_depth layers below."""
+        b = self.block_depth
+        return tuple(l - b if 0 < l < L and l % b == 0 else -1 for l in range(L + 1))
+
+    def multipliers(self, L: int) -> tuple:
+        """For each layer 0..L, the multiplier of its product: K^{−α} on a block's last
+        matrix (the branch), 1 elsewhere."""
+        c = self.branch(L)
+        return tuple(c if s >= 0 else 1.0 for s in self.skips(L))
 
     def branch(self, L: int) -> float:
         """K^{−α}, the multiplier of every block's branch."""
         return float(self.blocks(L)) ** -self.alpha
 
     def lr_factor(self, L: int) -> float:
-        """K^{−γ}, the factor on the learning rate of W^2..W^L."""
+        """K^{−γ}, the factor on the learning rate of every block matrix W^2..W^L."""
         return float(self.blocks(L)) ** -self.gamma
 
     def to_json(self) -> dict:

@@ -22,8 +22,9 @@ the forward family F^l.  Backward for a training item, l = L..2:
 
 seed Z^{δx^L} = α χᵀ Z^{nV}; then Z^U -= η_1 e_1 Σ_i Z^{δh^1_i} ξ_iᵀ and
 Z^{nV} -= η_{L+1} e_V α Σ_i χ_i Z^{x^L_i}, simultaneously.  f̊ = α E[Z^{nV} Z^{x^L}].
-``decoupled=True`` drops both Ż sums (docs/theory.md §3).  A residual block (§12) adds
-h^{l-1} to c Z^{W^l x} forward; backward W^l acts on c δh^l, and δh^{l-1} = δh^l + Z^{δx^{l-1}}.
+``decoupled=True`` drops both Ż sums (docs/theory.md §3).  A residual block's output (§12)
+adds h^{s} (s the layer its skip starts from) to c Z^{W^l x} forward; backward W^l acts on
+c δh^l, and δh^l joins δh^s.
 
 Any optimizer linear in the gradients (docs/theory.md §10.2): W^l_t = ρ_t W^l_0 −
 Σ_{s<t} C[t, s] γ G_s (the optimizer's ``schedule``), so the hat and Ż part is
@@ -88,7 +89,8 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
     L, d, do = net.L, net.d_in, net.d_out
     T, B, E = problem.T, problem.B, problem.E
     Xe = problem.eval_inputs
-    sig, alpha, eta, branch = const.sigma, const.alpha, const.eta, const.branch
+    sig, alpha, eta = const.sigma, const.alpha, const.eta
+    branch, skip = const.branch, const.skip
     cap = primitive_count(problem)
     prim = _Primitives(d + do, cap)
     cU = [prim.zeros() for _ in range(d)]
@@ -161,7 +163,8 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
             F[l].append((x, p))
             if store:
                 F_train[l].append((x, p))
-            hs.append(hs[-1] + branch[l - 1] * new if branch else new)
+            out = branch and skip[l - 1] >= 0        # a block's output: h^{skip} + c Z^{Wx}
+            hs.append(hs[skip[l - 1]] + branch[l - 1] * new if out else new)
         return hs
 
     def output(cx, step):
@@ -205,12 +208,17 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
             dh1, new_pairs = [], {l: [] for l in range(2, L + 1)}
             for i in range(B):
                 dh = alpha * sum(chi[i, o] * cV[o] for o in range(do))     # δh^L (φ′ = 1)
+                carried = {}                     # δh that skips hand to lower layers
                 for l in range(L, 1, -1):
-                    g = branch[l - 1] * dh if branch else dh     # what W^l sees backward
+                    out = branch and skip[l - 1] >= 0
+                    g = branch[l - 1] * dh if out else dh       # what W^l sees backward
+                    if out:
+                        s = skip[l - 1]
+                        carried[s] = carried[s] + dh if s in carried else dh
                     dx, p = apply_matrix(l, g, G[l], F_train[l], pairs[l], t)
                     G[l].append((g, p))
                     new_pairs[l].append((g, fwd[i][l - 2]))
-                    dh = dh + dx if branch else dx              # the skip carries δh^l down
+                    dh = dx + carried.pop(l - 2) if l - 2 in carried else dx
                 dh1.append(dh)
             rate = rates[t]
             if opt.coordinatewise:

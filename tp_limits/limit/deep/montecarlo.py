@@ -24,9 +24,10 @@ already computed for the new hat, so Ż and ΔW share one pass over the stored
 **Update** (simultaneous): Z^U −= η_1 e_1 Σ_i δh^1_i ξ_iᵀ,
 Z^{nV} −= η_{L+1} e_V α Σ_i χ_i Z^{x^L_i}; this step's pairs join the ΔW sums.
 
-**Residual blocks** (docs/theory.md §12): h^l = h^{l-1} + c Z^{W^l x^{l-1}} forward, and
-backward W^l sees c δh^l (its family G^l stores that vector, so Ż, ΔW and the partners
-are those of the product c W^l) while the skip adds δh^l to δh^{l-1}.
+**Residual blocks** (docs/theory.md §12): at a block's output h^l = h^{s} + c Z^{W^l x^{l-1}}
+forward (s the layer the skip starts from), and backward W^l sees c δh^l (its family G^l
+stores that vector, so Ż, ΔW and the partners are those of the product c W^l) while the
+skip adds δh^l to δh^s.
 
 **Momentum and weight decay**, or any optimizer linear in the gradients
 (docs/theory.md §10.2): W^l_t = ρ^l_t W^l_0 − Σ_{s<t} C^l[t, s] γ G_s (the
@@ -102,7 +103,7 @@ class DeepRun:
         self.net, self.phi = p.net, p.net.nonlinearity
         L, d, do, N = p.net.L, p.net.d_in, p.net.d_out, spec.N
         self.L, self.N, self.alpha, self.eta = L, N, c.alpha, c.eta
-        self.branch = c.branch                   # () or the residual blocks' multipliers
+        self.branch, self.skip = c.branch, c.skip  # () or the residual layout
         self.draws = draws = Draws(b, rng, spec.random)
         if spec.sampler == "qmc":
             self.draws = draws = SobolPrefix(draws, qmc_dims(spec), N)
@@ -221,9 +222,9 @@ class DeepRun:
             if store:
                 z.keep_forward(l, k0, txs[-1])
                 F.store(x, hat, info, stored)
-            if self.branch:                     # a residual block: h^l = h^{l-1} + c Z^{W x}
+            if self.branch and self.skip[l - 1] >= 0:     # a block's output: h^{skip} + c Z^{Wx}
                 h *= self.branch[l - 1]
-                h += hs[-1]
+                h += hs[self.skip[l - 1]]
             hs.append(h)
             xs.append(self.phi.phi(h, b))
             txs.append(self._activation_tangent(ths[-1], h))
@@ -236,10 +237,16 @@ class DeepRun:
         dp = phi.dphi(hs[-1], b)
         dh = dx * dp                                                       # δh^L
         t_dh = self._backprop_tangent(z.readout(self.alpha, chi), dp, dx, hs[-1], ths[-1])
+        carried = {}                        # δh that residual skips hand to lower layers
         for l in range(self.L, 1, -1):
             F, G = self.F[l], self.G[l]
-            # W^l's backward vector: δh^l, times the branch multiplier in a residual block
-            g = self.branch[l - 1] * dh if self.branch else dh
+            # W^l's backward vector: δh^l, times the multiplier at a block's output, whose
+            # skip carries δh^l down to the layer it skips from
+            out = self.branch and self.skip[l - 1] >= 0
+            g = self.branch[l - 1] * dh if out else dh
+            if out:
+                s = self.skip[l - 1]
+                carried[s] = carried[s] + dh if s in carried else dh
             hat, info = G.sample(g, self.draws, store_rows=len(g))
             k0, kF = G.k, F.k
             coef = self._coefficients(G, F, g, info[0], l, z.backward(l, g, t_dh, F), t)
@@ -252,7 +259,7 @@ class DeepRun:
             G.store(g, hat, info)
             h = hs[l - 2]
             dp = phi.dphi(h, b)
-            dh = dx * dp + dh if self.branch else dx * dp     # the skip carries δh^l down
+            dh = dx * dp + carried.pop(l - 2) if l - 2 in carried else dx * dp
             t_dh = self._backprop_tangent(t_dx, dp, dx, h, ths[l - 2])
         return dh, t_dh
 

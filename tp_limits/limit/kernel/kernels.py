@@ -41,15 +41,16 @@ def _pairwise(S, fn):
     return out
 
 
-def layer_kernels(phi: str, sigma, X1, X2=None, branch=()) -> dict:
+def layer_kernels(phi: str, sigma, X1, X2=None, branch=(), skip=()) -> dict:
     """V^l, V̇^l (l = 1..L) and the contributions K_1..K_{L+1} between X1 and X2.
 
     ``sigma`` holds the L+1 effective init constants.  Cross kernels are
     computed on the stacked inputs and cut out, so the pair moments see the
     right variances; without X2 the kernels of X1 are exactly symmetric.
-    ``branch`` (a residual network's multipliers c_l, docs/theory.md §12.3): the skip
-    adds the previous layer's kernel, Σ^{l+1} = Σ^l + c² σ² V^l and
-    Π^{l-1} = Π^l + c² σ² Π^l ⊙ V̇^{l-1}, and a block's contribution is c² Π^l ⊙ V^{l-1}.
+    ``branch`` and ``skip`` (a residual network's multipliers c_l and skip sources s_l,
+    docs/theory.md §12.3): a skip adds the kernel of the layer it starts from,
+    Σ^l = Σ^{s_l} + c_l² σ_l² V^{l-1}, and hands its gradient kernel back to it,
+    Π^{s_l} += Π^l; a layer's contribution is c_l² Π^l ⊙ V^{l-1}.
     """
     if X2 is None:
         X, cut = X1, (lambda M: M)
@@ -61,16 +62,23 @@ def layer_kernels(phi: str, sigma, X1, X2=None, branch=()) -> dict:
     S = sigma[0] ** 2 * X @ X.T
     Vs, Vds = [], []
     c2 = [b * b for b in branch] if branch else [1.0] * (L + 1)
+    skip = skip or (-1,) * (L + 1)
+    Ss = [S]
     for l in range(L):
-        V, Vd = _pairwise(S, fn)
+        V, Vd = _pairwise(Ss[l], fn)
         Vs.append(V)
         Vds.append(Vd)
-        if l < L - 1:                          # the next hidden layer (the skip: + Σ^l)
-            S = c2[l + 1] * sigma[l + 1] ** 2 * V + (S if branch else 0.0)
+        if l < L - 1:                          # the next hidden layer (a skip adds Σ^{s})
+            S = c2[l + 1] * sigma[l + 1] ** 2 * V
+            Ss.append(S + Ss[skip[l + 1]] if skip[l + 1] >= 0 else S)
     Pi = [None] * L
     Pi[L - 1] = sigma[L] ** 2 * Vds[L - 1]
+    carried = {}                               # gradient kernels handed back by skips
     for l in range(L - 1, 0, -1):
-        Pi[l - 1] = c2[l] * sigma[l] ** 2 * Pi[l] * Vds[l - 1] + (Pi[l] if branch else 0.0)
+        if skip[l] >= 0:
+            carried[skip[l]] = carried[skip[l]] + Pi[l] if skip[l] in carried else Pi[l]
+        P = c2[l] * sigma[l] ** 2 * Pi[l] * Vds[l - 1]
+        Pi[l - 1] = P + carried.pop(l - 1) if l - 1 in carried else P
     K = ([Pi[0] * (X @ X.T)] + [c2[l] * Pi[l] * Vs[l - 1] for l in range(1, L)]
          + [Vs[L - 1]])
     return {"V": [cut(v) for v in Vs], "Vdot": [cut(v) for v in Vds],
@@ -99,7 +107,7 @@ def _inputs(net, X1, X2):
 def nngp(net, X1, X2=None) -> np.ndarray:
     """Covariance of f_0 in the limit when p = 1/2: α² σ_{L+1}² V^L(X1, X2) (per output)."""
     A, B = _inputs(net, X1, X2)
-    lk = layer_kernels(net.phi, net.limit_sigma, A, B, net.branch)
+    lk = layer_kernels(net.phi, net.limit_sigma, A, B, net.branch, net.skips)
     return net.output_multiplier ** 2 * lk["nngp"]
 
 
@@ -124,7 +132,7 @@ def ntk(net, X1, X2=None, components: bool = False, layers=None):
     if not layers or any(not isinstance(l, numbers.Integral) or not 1 <= l <= net.L + 1
                              for l in layers):
         raise SpecError(f"layers = {layers!r} must name layers in 1..{net.L + 1}")
-    lk = layer_kernels(net.phi, net.limit_sigma, A, B, net.branch)
+    lk = layer_kernels(net.phi, net.limit_sigma, A, B, net.branch, net.skips)
     a2 = net.output_multiplier ** 2
     comps = {l: a2 * net.effective_lr_mult[l - 1] * lk["K"][l - 1] for l in layers}
     return comps if components else sum(comps.values())
