@@ -220,3 +220,54 @@ def test_experiment_files_take_residual_blocks():
     cfg["model"] = {"residual_gamma": 1.0}
     with pytest.raises(ExperimentError, match="residual_gamma needs model.residual_alpha"):
         build(cfg)
+
+
+def test_networks_rebuild_at_another_depth():
+    for preset in (tp.mup, tp.sp, tp.ntp):
+        assert tp.MLP(preset(3), 2, 1).with_depth(6).param == preset(6)
+    net = tp.MLP(tp.mup(3, optimizer="adam"), 2, 1, sigma=[1.0, 0.5, 0.5, 2.0],
+                 residual=tp.Residual.completep("adam"))
+    deep = net.with_blocks(4)
+    assert deep.L == 9 and deep.param == tp.mup(9, optimizer="adam")
+    assert deep.sigma == (1.0,) + (0.5,) * 8 + (2.0,) and deep.residual == net.residual
+    with pytest.raises(tp.SpecError, match="hidden layers' sigma differ"):
+        tp.MLP(tp.mup(3), 2, 1, sigma=[1, 2, 3, 4]).with_depth(5)
+    with pytest.raises(tp.TPError, match="no hidden matrix to repeat"):
+        tp.MLP(tp.mup(1), 2, 1).with_depth(3)
+    with pytest.raises(tp.SpecError, match="with_blocks needs a residual network"):
+        tp.MLP(tp.mup(3), 2, 1).with_blocks(2)
+
+
+def _depth_task():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((8, 3))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    Y = np.tanh(X @ rng.standard_normal((3, 1)))
+    return tp.Routine(X, Y, lr=1.0, batch_size=2, eval_inputs=X[:2], eval_targets=Y[:2])
+
+
+@pytest.mark.filterwarnings("ignore:lr_sweep")
+def test_depth_sweep_finds_the_optimum_at_every_depth():
+    """Exact linear limits (deterministic): with α = 1 and no rate compensation (γ = 0) the
+    blocks' summed update shrinks like 1/K, so the optimal rate grows with K."""
+    net = tp.MLP(tp.mup(2), 3, 1, phi="id", residual=tp.Residual(1.0, 0.0))
+    ds = tp.depth_sweep(net, _depth_task(), [2.0 ** k for k in range(-3, 6)], [1, 2, 4, 8],
+                        metric="eval_loss", refine=4, progress=False)
+    assert ds.depths == (1, 2, 4, 8)
+    lr = [ds.optimal_lr[K]["inf"][0] for K in ds.depths]
+    assert np.all(np.diff(lr) > 0) and ds.slope() > 0.1
+    assert len(ds.table().rows) == 4
+    import matplotlib
+    matplotlib.use("Agg")
+    assert ds.plot() is not None
+
+
+def test_depth_sweep_refuses_what_it_cannot_sweep():
+    r = _depth_task()
+    with pytest.raises(tp.SpecError, match="depth_sweep needs a residual network"):
+        tp.depth_sweep(tp.MLP(tp.mup(2), 3, 1), r, [0.1, 1, 10], [1, 2])
+    net = tp.MLP(tp.mup(2), 3, 1, residual=tp.Residual())
+    with pytest.raises(tp.SpecError, match="at least two distinct block counts"):
+        tp.depth_sweep(net, r, [0.1, 1, 10], [2, 2])
+    with pytest.raises(tp.SpecError, match="depths"):
+        tp.depth_sweep(net, r, [0.1, 1, 10], [1, 0])

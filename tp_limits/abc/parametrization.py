@@ -116,6 +116,24 @@ class ABC:
     def readout_zero_init(self) -> bool:
         return self.b[-1] == sympy.oo
 
+    def with_depth(self, L: int) -> "ABC":
+        """The same parametrization with ``L`` hidden layers: the input layer's and the
+        readout's exponents kept, the hidden layers' (which must agree) repeated."""
+        if self.L < 2:
+            raise InvalidParametrizationError(
+                f"{self.label} has no hidden matrix to repeat (L = 1): build it at the "
+                "depth you need")
+        if not isinstance(L, int) or isinstance(L, bool) or not 2 <= L <= MAX_L:
+            raise InvalidParametrizationError(f"L = {L!r} must be an integer in 2..{MAX_L}")
+        rows = []
+        for name, e in (("a", self.a), ("b", self.b), ("c", self.c)):
+            if any(x != e[1] for x in e[1:-1]):
+                raise InvalidParametrizationError(
+                    f"{self.label}'s hidden layers have different {name} exponents "
+                    f"{[str(x) for x in e[1:-1]]}: no single rule says how to repeat them")
+            rows.append((e[0],) + (e[1],) * (L - 1) + (e[-1],))
+        return ABC(*rows, optimizer=self.optimizer, name=self.name)
+
     def subs(self, *args, **kwargs) -> "ABC":
         """Substitute values for free symbols (``p.subs(c=1)`` or ``p.subs({c: 1})``)."""
         mapping = dict(args[0]) if args else {}

@@ -144,6 +144,25 @@ class MLP:
         """σ_l · s: the init constants actually used."""
         return tuple(s * self.output_scale for s in self.sigma)
 
+    def with_depth(self, L: int) -> "MLP":
+        """This network with ``L`` hidden layers: the parametrization's hidden exponents and
+        the hidden layers' σ and rate multipliers (which must agree) repeated."""
+        param = self.param.with_depth(L)
+        per = {}
+        for name, v in (("sigma", self.sigma), ("lr_mult", self.lr_mult)):
+            if any(x != v[1] for x in v[1:-1]):
+                raise SpecError(f"the hidden layers' {name} differ ({list(v[1:-1])}): give "
+                                "them one value to change the depth")
+            per[name] = (v[0],) + (v[1],) * (L - 1) + (v[-1],)
+        return MLP(param, self.d_in, self.d_out, self.phi, per["sigma"], per["lr_mult"],
+                   self.readout_multiplier, self.output_scale, self.init, self.residual)
+
+    def with_blocks(self, K: int) -> "MLP":
+        """This residual network with ``K`` blocks (L = 1 + K·block_depth)."""
+        if self.residual is None:
+            raise SpecError("with_blocks needs a residual network (MLP(..., residual=...))")
+        return self.with_depth(1 + check_int(K, "K") * self.residual.block_depth)
+
     @property
     def effective_lr_mult(self) -> tuple:
         """lr_mult_l, times K^{−γ} for the residual blocks' matrices W^2..W^L."""
