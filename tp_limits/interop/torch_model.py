@@ -107,9 +107,10 @@ def _loss(torch, name: str):
 
 def _module_class(torch):
     class TPMLP(torch.nn.Module):
-        """x ↦ α_r P φ(W^L ... φ(W^1 x)), bias-free, float64."""
+        """x ↦ α_r P φ(W^L ... φ(W^1 x)), bias-free, float64; with ``skips`` (a residual
+        network's layout, docs/theory.md §12) a block's output is h^{s} + c W x."""
 
-        def __init__(self, d_in, width, d_out, L, phi, readout):
+        def __init__(self, d_in, width, d_out, L, phi, readout, branch=(), skips=()):
             super().__init__()
             sizes = [d_in] + [width] * L
             self.hidden = torch.nn.ModuleList(
@@ -118,10 +119,16 @@ def _module_class(torch):
             self.act = _activation(torch, phi)
             self.readout = readout(width, d_out)
             self.alpha = 1.0                  # the plain readout's factor (α; 1 with MuReadout)
+            self.branch, self.skips = tuple(branch), tuple(skips)
 
         def forward(self, x):
-            for layer in self.hidden:
-                x = self.act(layer(x))
+            hs = []
+            for l, layer in enumerate(self.hidden):
+                h = layer(x)
+                if self.skips and self.skips[l] >= 0:
+                    h = hs[self.skips[l]] + self.branch[l] * h
+                hs.append(h)
+                x = self.act(h)
             return self.alpha * self.readout(x)
     return TPMLP
 
@@ -139,9 +146,6 @@ def to_torch(net: MLP, width: int, seed: int = 0, routine: Routine | None = None
     n = check_int(width, "width")
     if not isinstance(net, MLP):
         raise SpecError(f"net must be a tp.MLP, got {type(net).__name__}")
-    if net.residual is not None:
-        raise SpecError("to_torch builds plain MLPs; a residual network's module is not built "
-                        "yet (train it with tp.train_finite)")
     if routine is not None and not isinstance(routine, Routine):
         raise SpecError(f"routine must be a tp.Routine or None, got {type(routine).__name__}")
     mup = _import_mup() if base_width is not None else None
@@ -156,15 +160,16 @@ def to_torch(net: MLP, width: int, seed: int = 0, routine: Routine | None = None
     TPMLP = _module_class(torch)
     if mup is None:
         model = TPMLP(net.d_in, n, net.d_out, L, net.phi,
-                      lambda i, o: torch.nn.Linear(i, o, bias=False, dtype=torch.float64))
+                      lambda i, o: torch.nn.Linear(i, o, bias=False, dtype=torch.float64),
+                      net.branch, net.skips)
         model.alpha, r = alpha, 1.0
     else:
         n0 = check_int(base_width, "base_width")
 
         def readout(i, o):
             return mup.MuReadout(i, o, bias=False, output_mult=alpha, dtype=torch.float64)
-        model = TPMLP(net.d_in, n, net.d_out, L, net.phi, readout)
-        base = TPMLP(net.d_in, n0, net.d_out, L, net.phi, readout)
+        model = TPMLP(net.d_in, n, net.d_out, L, net.phi, readout, net.branch, net.skips)
+        base = TPMLP(net.d_in, n0, net.d_out, L, net.phi, readout, net.branch, net.skips)
         mup.set_base_shapes(model, base, rescale_params=False)
         r = n0 / n
     layers = list(model.hidden) + [model.readout]
