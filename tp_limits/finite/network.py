@@ -28,6 +28,7 @@ from ..engine.normals import standard_normal
 from ..engine.steps import DIVERGENCE_BOUND, check_size
 from ..spec import MLP, SGD
 from ..spec import initializations
+from ..spec.residual import Carried
 from .norms import operator_norm
 
 #: Lanczos tolerance of a spectral-norm initialization's ‖G‖_* (relative)
@@ -132,16 +133,15 @@ class FiniteNetwork:
         gradient then uses W_t).  In a residual block W^l's product enters as c W^l x, so
         G = c δh^l, and the skip adds δh^l to δh^{l−1} (docs/theory.md §12.1)."""
         branch, skip = self.const.branch, self.const.skip
-        carried = {}                             # δh that skips hand to a lower layer
+        carried = Carried()
         g_h = dh_top
         for l in range(self.net.L - 1, -1, -1):
             g = g_h * branch[l] if branch and skip[l] >= 0 else g_h
             if branch and skip[l] >= 0:
-                carried[skip[l]] = carried[skip[l]] + g_h if skip[l] in carried else g_h
+                carried.hand(skip[l], g_h)
             if l > 0:
-                below = self._backward_product(g, l) * self.phi.dphi(hs[l - 1], self.b)
-                if l - 1 in carried:
-                    below += carried.pop(l - 1)
+                below = carried.receive(
+                    l - 1, self._backward_product(g, l) * self.phi.dphi(hs[l - 1], self.b))
             yield l, g
             if l > 0:
                 g_h = below

@@ -103,3 +103,21 @@ class Residual:
 
     def to_json(self) -> dict:
         return {"alpha": self.alpha, "gamma": self.gamma, "block_depth": self.block_depth}
+
+
+class Carried:
+    """What residual skips hand back on the way down: a block output's δh (or gradient
+    kernel) joins the δh of the layer its skip starts from (docs/theory.md §12.1).  The
+    backward loops of every engine hold one, hand at a block's output and receive at each
+    layer below."""
+
+    def __init__(self):
+        self._held = {}
+
+    def hand(self, layer: int, value) -> None:
+        """Add ``value`` to what ``layer`` will receive."""
+        self._held[layer] = self._held[layer] + value if layer in self._held else value
+
+    def receive(self, layer: int, value):
+        """``value`` plus whatever was handed to ``layer`` (``value`` itself if nothing)."""
+        return value + self._held.pop(layer) if layer in self._held else value

@@ -42,6 +42,7 @@ import numpy as np
 
 from ...engine.memory import require_memory
 from ...engine.steps import StepLoop, check_size
+from ...spec.residual import Carried
 from ..base import FeatureLearningEngine
 from ..result import LimitResult
 
@@ -163,7 +164,7 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
             F[l].append((x, p))
             if store:
                 F_train[l].append((x, p))
-            out = branch and skip[l - 1] >= 0        # a block's output: h^{skip} + c Z^{Wx}
+            out = bool(branch) and skip[l - 1] >= 0  # a block's output: h^{skip} + c Z^{Wx}
             hs.append(hs[skip[l - 1]] + branch[l - 1] * new if out else new)
         return hs
 
@@ -208,17 +209,16 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
             dh1, new_pairs = [], {l: [] for l in range(2, L + 1)}
             for i in range(B):
                 dh = alpha * sum(chi[i, o] * cV[o] for o in range(do))     # δh^L (φ′ = 1)
-                carried = {}                     # δh that skips hand to lower layers
+                carried = Carried()
                 for l in range(L, 1, -1):
-                    out = branch and skip[l - 1] >= 0
+                    out = bool(branch) and skip[l - 1] >= 0
                     g = branch[l - 1] * dh if out else dh       # what W^l sees backward
                     if out:
-                        s = skip[l - 1]
-                        carried[s] = carried[s] + dh if s in carried else dh
+                        carried.hand(skip[l - 1], dh)
                     dx, p = apply_matrix(l, g, G[l], F_train[l], pairs[l], t)
                     G[l].append((g, p))
                     new_pairs[l].append((g, fwd[i][l - 2]))
-                    dh = dx + carried.pop(l - 2) if l - 2 in carried else dx
+                    dh = carried.receive(l - 2, dx)
                 dh1.append(dh)
             rate = rates[t]
             if opt.coordinatewise:

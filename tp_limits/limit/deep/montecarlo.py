@@ -49,6 +49,7 @@ import numpy as np
 from ...engine.backend import get_backend
 from ...engine.steps import StepLoop, check_size
 from ...errors import DivergenceError
+from ...spec.residual import Carried
 from ..result import LimitResult
 from ..sampling import Draws, SobolPrefix
 from .families import Family, NonFiniteLaw
@@ -237,16 +238,15 @@ class DeepRun:
         dp = phi.dphi(hs[-1], b)
         dh = dx * dp                                                       # δh^L
         t_dh = self._backprop_tangent(z.readout(self.alpha, chi), dp, dx, hs[-1], ths[-1])
-        carried = {}                        # δh that residual skips hand to lower layers
+        carried = Carried()
         for l in range(self.L, 1, -1):
             F, G = self.F[l], self.G[l]
             # W^l's backward vector: δh^l, times the multiplier at a block's output, whose
             # skip carries δh^l down to the layer it skips from
-            out = self.branch and self.skip[l - 1] >= 0
+            out = bool(self.branch) and self.skip[l - 1] >= 0
             g = self.branch[l - 1] * dh if out else dh
             if out:
-                s = self.skip[l - 1]
-                carried[s] = carried[s] + dh if s in carried else dh
+                carried.hand(self.skip[l - 1], dh)
             hat, info = G.sample(g, self.draws, store_rows=len(g))
             k0, kF = G.k, F.k
             coef = self._coefficients(G, F, g, info[0], l, z.backward(l, g, t_dh, F), t)
@@ -259,7 +259,7 @@ class DeepRun:
             G.store(g, hat, info)
             h = hs[l - 2]
             dp = phi.dphi(h, b)
-            dh = dx * dp + carried.pop(l - 2) if l - 2 in carried else dx * dp
+            dh = carried.receive(l - 2, dx * dp)
             t_dh = self._backprop_tangent(t_dx, dp, dx, h, ths[l - 2])
         return dh, t_dh
 

@@ -24,6 +24,7 @@ import numpy as np
 from ...errors import SpecError, UnstableParametrizationError, UnsupportedError
 from ...spec import MLP
 from ...spec.checks import as_matrix
+from ...spec.residual import Carried
 from .pair_moments import moments
 
 
@@ -73,12 +74,11 @@ def layer_kernels(phi: str, sigma, X1, X2=None, branch=(), skip=()) -> dict:
             Ss.append(S + Ss[skip[l + 1]] if skip[l + 1] >= 0 else S)
     Pi = [None] * L
     Pi[L - 1] = sigma[L] ** 2 * Vds[L - 1]
-    carried = {}                               # gradient kernels handed back by skips
+    carried = Carried()                        # gradient kernels handed back by skips
     for l in range(L - 1, 0, -1):
         if skip[l] >= 0:
-            carried[skip[l]] = carried[skip[l]] + Pi[l] if skip[l] in carried else Pi[l]
-        P = c2[l] * sigma[l] ** 2 * Pi[l] * Vds[l - 1]
-        Pi[l - 1] = P + carried.pop(l - 1) if l - 1 in carried else P
+            carried.hand(skip[l], Pi[l])
+        Pi[l - 1] = carried.receive(l - 1, c2[l] * sigma[l] ** 2 * Pi[l] * Vds[l - 1])
     K = ([Pi[0] * (X @ X.T)] + [c2[l] * Pi[l] * Vs[l - 1] for l in range(1, L)]
          + [Vs[L - 1]])
     return {"V": [cut(v) for v in Vs], "Vdot": [cut(v) for v in Vds],
