@@ -75,9 +75,10 @@ class FiniteNetwork:
         if std == 0.0:
             return self.b.xp.zeros(shape, dtype=self.dtype)
         G = standard_normal(rng, shape)
-        host = numpy_backend()
-        G = initializations.finite_matrix(self.net.init, G, l, self.net.L + 1, self.n,
-                                          lambda M: operator_norm(M, host, rtol=INIT_RTOL))
+        # the norm's host backend is built only by the schemes that ask for a norm
+        G = initializations.finite_matrix(
+            self.net.init, G, l, self.net.L + 1, self.n,
+            lambda M: operator_norm(M, numpy_backend(), rtol=INIT_RTOL))
         G *= std
         return self.b.asarray(G, self.dtype)
 
@@ -136,8 +137,9 @@ class FiniteNetwork:
         carried = Carried()
         g_h = dh_top
         for l in range(self.net.L - 1, -1, -1):
-            g = g_h * branch[l] if branch and skip[l] >= 0 else g_h
-            if branch and skip[l] >= 0:
+            g = g_h
+            if branch and skip[l] >= 0:          # a block's output: its product is c W x
+                g = g_h * branch[l]
                 carried.hand(skip[l], g_h)
             if l > 0:
                 below = carried.receive(

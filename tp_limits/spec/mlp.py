@@ -38,8 +38,8 @@ class FiniteConstants:
     layer l per unit of width-free weight decay (§10.1); ``alpha`` multiplies
     the output; ``branch`` and ``skip`` are empty for a plain MLP and, for a residual one,
     the multiplier of each layer's product and the layer whose pre-activation its skip
-    adds (−1: none): h^l = h^{skip[l]} + branch[l] W^l x^{l−1} (docs/theory.md §12).  Every ``lr_mult`` here is the effective one
-    (times K^{−γ} in the blocks).
+    adds (−1: none): h^l = h^{skip[l]} + branch[l] W^l x^{l−1} (docs/theory.md §12).
+    Every ``lr_mult`` here is the effective one (times K^{−γ} in the blocks).
     """
 
     width: int

@@ -89,8 +89,9 @@ def _inputs(net, X1, X2):
     """The two input sets as float matrices of the network's input dimension."""
     if not isinstance(net, MLP):
         raise SpecError(f"net must be a tp.MLP, got {type(net).__name__}")
-    if net.limit_refusal():
-        raise UnsupportedError(net.limit_refusal())
+    refusal = net.limit_refusal()
+    if refusal:
+        raise UnsupportedError(refusal)
     out = []
     for name, X in (("X1", X1), ("X2", X2)):
         if X is None:
