@@ -1,7 +1,11 @@
 """The limit engines on a GPU (CuPy), beside their rooflines on that device.
 
     python benchmarks/bench_gpu.py [--deep-Ns 100000,1000000] [--T 200] [--one-N 10000000]
-                                   [--largest-T]
+                                   [--kinds sgd,muon,residual] [--passes] [--largest-T]
+    python benchmarks/bench_gpu.py --host [--kinds sgd,muon,residual]
+
+(``--host`` times the same deep jobs at N = 10⁵ with the NumPy engine, for the
+speed-up column: run it on the CPU machine the speed-up is quoted against.)
 
 All columns from one run on one device:
 
@@ -12,15 +16,19 @@ All columns from one run on one device:
 * deep job (μP tanh, d = 2, L = 3, B = 4, E = 8, one replicate, Stein): wall time
   against the history model of bench_deep.py (the bytes the T steps must read
   at the read bandwidth, the multiply-adds at the dgemm rate; the larger is the
-  roofline time), for float64 and float32 storage;
+  roofline time), for float64 and float32 storage; with ``--kinds`` the same job
+  at N = 10⁵ (float64) with μP-Muon and with two Depth-μP residual blocks;
+* ``--passes``: each pass over a history of k = 400 rows of N = 10⁶ entries
+  (passes.py's ArrayPasses) against the time its reads take at the read bandwidth;
 * one hidden layer: particle-steps per second of a sweep, by the fused CUDA
   kernel (sweep_cuda.py) and by the whole-array twin on the device, against
   the roofline: the bandwidth bound (16 (d + d_out) bytes per particle and
   step at the read-modify-write bandwidth) and the compute floor (the
   2B + E evaluations of tanh at the device's measured tanh rate plus the
   step's multiply-adds at its measured scalar FMA rate, as in bench_limit.py);
-* --largest-T: the largest T whose deep job at N = 10⁵ (float32) fits the memory
-  guard, and the time of a run at a T of that order (capped to stay in time).
+* --largest-T: the largest T whose deep job at N = 10⁵ fits the engine's memory
+  guard (float64 and float32 storage), the times of T = 400 and 800 (float64), the
+  growth exponent between them and the time it projects for the largest T.
 """
 import argparse
 import time
@@ -32,11 +40,13 @@ from bench_limit import fmas
 import tp_limits as tp
 from tp_limits.engine.backend import get_backend
 from tp_limits.engine.cuda_source import FAST_TANH
-from tp_limits.engine.memory import usable_bytes
+from tp_limits.errors import MemoryBudgetError
+from tp_limits.limit.deep.passes import ArrayPasses
 from tp_limits.limit.one_hidden.blocks import block_size
 from tp_limits.limit.one_hidden.contract import SweepData, sweep_args
 from tp_limits.limit.one_hidden.sweep_cuda import sweep_cuda
 from tp_limits.limit.one_hidden.sweep_numpy import sweep_numpy
+from tp_limits.limit.simulate import prepare_limit
 from tp_limits.spec.optimizers import SGD
 
 
@@ -83,26 +93,82 @@ def compute_rates(b):
     return 32 * x.size / t_tanh, 1024 * x.size / t_fma
 
 
-def deep_job(N, T, dtype, backend, L=3, B=4, E=8):
+def deep_problem(T, kind="sgd", L=3, B=4, E=8):
+    """(net, routine) of the deep job: μP tanh, d = 2, d_out = 1, a fixed random regression;
+    ``kind`` 'sgd', 'muon' (μP-Muon, its default optimizer) or 'residual' (Depth-μP blocks)."""
     rng = np.random.default_rng(0)
     X = rng.standard_normal((T * B, 2)) / np.sqrt(2)
     Y = np.tanh(X[:, :1] - X[:, 1:])
-    r = tp.Routine(X, Y, lr=0.1, batch_size=B,
-                   eval_inputs=rng.standard_normal((E, 2)) / np.sqrt(2))
-    net = tp.MLP(tp.mup(L), 2, 1, phi="tanh")
+    opt = "muon" if kind == "muon" else "sgd"
+    r = tp.Routine(X, Y, lr=0.05 if kind == "muon" else 0.1, batch_size=B,
+                   eval_inputs=rng.standard_normal((E, 2)) / np.sqrt(2),
+                   optimizer=tp.Muon() if kind == "muon" else None)
+    res = tp.Residual.depth_mup(opt) if kind == "residual" else None
+    return tp.MLP(tp.mup(L, optimizer=opt), 2, 1, phi="tanh", residual=res), r
+
+
+def deep_job(N, T, dtype, backend, kind="sgd"):
+    net, r = deep_problem(T, kind)
     t0 = time.perf_counter()
     tr = tp.simulate_limit(net, r, particles=N, record=(), dtype=np.dtype(dtype),
-                           replicates=1, backend=backend)
+                           replicates=1, backend=backend, progress=False, time_budget=None)
     return time.perf_counter() - t0, tr
+
+
+def largest_T(N, dtype, backend):
+    """The largest T the deep job's memory guard accepts at N particles (bisection)."""
+    def fits(T):
+        net, r = deep_problem(T)
+        try:
+            prepare_limit(net, r, particles=N, record=(), dtype=np.dtype(dtype),
+                          replicates=1, backend=backend, time_budget=None)
+        except MemoryBudgetError:
+            return False
+        return True
+    lo, hi = 1, 2
+    while fits(hi):
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def pass_times(b, read_bw, N=1_000_000, k=400, m=12, r=4):
+    """Each ArrayPasses pass over k stored rows against k N 8 bytes at the read bandwidth."""
+    cp = b.xp
+    g = cp.random.default_rng(3)
+    R, V, C = g.standard_normal((k, N)), g.standard_normal((m, N)), g.standard_normal((k, m))
+    Z, P = g.standard_normal((m, N)), ArrayPasses(cp)
+    ideal = k * N * 8 / read_bw
+    print("\n| pass (k = 400, N = 10⁶, m = 12) | wall (ms) | its reads at the bandwidth (ms) | "
+          "fraction |\n|---|---|---|---|")
+    for name, fn in (("rows_times R Vᵀ", lambda: P.rows_times(R, V)),
+                     ("times_rows Cᵀ R", lambda: P.times_rows(C, R)),
+                     ("times_rows into out", lambda: P.times_rows(C, R, out=Z)),
+                     ("mean_and_cross (two reads)", lambda: P.mean_and_cross(C, R, Z.copy(), r))):
+        t = best(fn, b.synchronize)
+        print(f"| {name} | {t * 1e3:.2f} | {ideal * 1e3:.2f} | {ideal / t:.0%} |", flush=True)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--deep-Ns", default="100000,1000000")
     ap.add_argument("--T", type=int, default=200)
-    ap.add_argument("--one-N", type=int, default=10_000_000)
+    ap.add_argument("--one-N", type=int, default=10_000_000, help="0: no one-hidden table")
+    ap.add_argument("--kinds", default="", help="deep jobs besides SGD at N = 10^5: muon,residual")
+    ap.add_argument("--dtypes", default="float64,float32")
+    ap.add_argument("--passes", action="store_true")
     ap.add_argument("--largest-T", action="store_true")
+    ap.add_argument("--host", action="store_true", help="the deep jobs at N = 10^5 on NumPy")
     args = ap.parse_args()
+    kinds = ["sgd"] + [k for k in args.kinds.split(",") if k]
+    if args.host:
+        deep_job(1000, 4, "float64", "numpy")                  # warm-up (Numba compiles)
+        for kind in kinds:
+            print(f"host, {kind}, N = 100,000, T = {args.T}: "
+                  f"{deep_job(100_000, args.T, 'float64', 'numpy', kind)[0]:.1f} s", flush=True)
+        return
     b = get_backend("cupy")
     import cupy as cp
     dev = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
@@ -116,19 +182,35 @@ def main():
         deep_job(10_000, 4, "float64", "cupy")                 # warm-up (CuPy compiles)
         deep_job(10_000, 4, "float32", "cupy")
     for N in (int(x) for x in args.deep_Ns.split(",") if x):
-        for dtype in ("float64", "float32"):
+        for dtype in args.dtypes.split(","):
             wall, _ = deep_job(N, args.T, dtype, "cupy")
             nbytes, macs = history_model(N, 3, 4, 8, args.T, np.dtype(dtype).itemsize)
             tb, tc = nbytes / bw_read, macs / fma
             print(f"| {N:,} | {dtype} | {args.T} | {wall:.2f} | {nbytes / 1e9:.0f} | {tb:.2f} | "
                   f"{tc:.3f} | {max(tb, tc) / wall:.0%} |", flush=True)
 
+    for kind in kinds[1:]:
+        deep_job(10_000, 4, "float64", "cupy", kind)
+        print(f"| 100,000 | float64, {kind} | {args.T} | "
+              f"{deep_job(100_000, args.T, 'float64', 'cupy', kind)[0]:.2f} | | | | |",
+              flush=True)
+    if args.passes:
+        pass_times(b, bw_read)
+
+    if args.one_N:
+        one_hidden_table(b, args.one_N, bw_rmw)
+    if args.largest_T:
+        largest_T_report(b)
+
+
+def one_hidden_table(b, N, bw_rmw):
+    cp = b.xp
     tanh_rate, fma_rate = compute_rates(b)
     print(f"\ndevice tanh {tanh_rate / 1e9:.0f} G/s, scalar float64 FMA "
           f"{fma_rate / 1e12:.1f} T/s")
     print("\n| N | d | B | cuda kernel (M particle-steps/s) | array twin | bandwidth bound | "
           "compute floor | fraction of roofline |\n|---|---|---|---|---|---|---|---|")
-    N, E = args.one_N, 4
+    E = 4
     for d in (1, 4, 16):
         for B in (1, 16):
             g = cp.random.default_rng(1)
@@ -147,15 +229,18 @@ def main():
                   f"{bound / 1e6:.0f} | {floor / 1e6:.0f} | {rates[0] / min(bound, floor):.0%} |",
                   flush=True)
 
-    if args.largest_T:
-        N = 100_000
-        per_T = 4 * 2 * 4 * 4                                  # float32 histories per step
-        T_fit = int(usable_bytes(b) / (N * per_T))
-        print(f"\nlargest T at N = {N:,}, float32, that the history storage leaves room for: "
-              f"about {T_fit:,}")
-        for T in (400, 800):
-            wall, _ = deep_job(N, T, "float32", "cupy")
-            print(f"T = {T}: {wall:.1f} s", flush=True)
+
+def largest_T_report(b, N=100_000):
+    """The largest T of the deep job the memory guard accepts, and its projected time."""
+    for dtype in ("float64", "float32"):
+        print(f"\nlargest T at N = {N:,}, {dtype}, that the memory guard accepts: "
+              f"{largest_T(N, dtype, 'cupy'):,}", flush=True)
+    fit = largest_T(N, "float64", "cupy")
+    walls = {T: deep_job(N, T, "float64", "cupy")[0] for T in (400, 800)}
+    p = np.log(walls[800] / walls[400]) / np.log(2)
+    print(f"float64: T = 400 {walls[400]:.1f} s, T = 800 {walls[800]:.1f} s (growth "
+          f"exponent {p:.2f}); T = {fit:,} projects to {walls[800] * (fit / 800) ** p:.0f} s",
+          flush=True)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ the device's own generator a GPU run is an independent sample of the same law.
 """
 import numpy as np
 import pytest
-from conftest import N8, agree
+from conftest import N8, N8_LONG, agree
 
 import tp_limits as tp
 from tp_limits.engine.backend import get_backend
@@ -36,28 +36,97 @@ def _problem(L, adam=False):
                            **N8)
 
 
-@pytest.mark.parametrize("case", ["deep L=3 stein", "deep L=2 tangent", "deep L=2 adam",
-                                  "deep L=3 stein float32", "one hidden", "one hidden adam"])
+def _newer_engine(case):
+    """(net, routine, options) of the engines added after the first device check: Muon
+    (one hidden layer through the deep engine, Newton–Schulz and exact polar, Adam on the
+    vector layers), residual blocks of one and two layers, a learning-rate schedule."""
+    schedule = tp.schedules.warmup_cosine(0.4, tp.Routine(lr=0.4, **N8_LONG).steps, warmup=1)
+    muon = dict(lr=0.05, **N8_LONG)
+    return {
+        "muon L=1": (tp.MLP(tp.mup(1, optimizer="muon"), 3, 2, phi="tanh"),
+                     tp.Routine(optimizer=tp.Muon(), **muon), {}),
+        "muon L=2 newton-schulz": (tp.MLP(tp.mup(2, optimizer="muon"), 3, 2, phi="tanh"),
+                                   tp.Routine(optimizer=tp.Muon(), **muon), {}),
+        "muon L=2 polar decay": (tp.MLP(tp.mup(2, optimizer="muon"), 3, 2, phi="tanh"),
+                                 tp.Routine(optimizer=tp.Muon(ns_steps=None, nesterov=False,
+                                                              momentum=0.8, weight_decay=0.3),
+                                            **muon), {}),
+        "muon L=2 adam vectors": (tp.MLP(tp.mup(2, optimizer="muon_adam"), 3, 2, phi="tanh"),
+                                  tp.Routine(optimizer=tp.Muon(vector_layers="adam"), **muon),
+                                  {}),
+        "residual K=2": (tp.MLP(tp.mup(3), 3, 2, phi="tanh",
+                                residual=tp.Residual.depth_mup("sgd")),
+                         tp.Routine(lr=0.3, **N8_LONG), {}),
+        "residual blocks of 2": (tp.MLP(tp.mup(5), 3, 2, phi="tanh",
+                                        residual=tp.Residual.completep("sgd")),
+                                 tp.Routine(lr=0.3, **N8_LONG), {}),
+        "residual muon": (tp.MLP(tp.mup(3, optimizer="muon"), 3, 2, phi="tanh",
+                                 residual=tp.Residual.depth_mup("muon")),
+                          tp.Routine(optimizer=tp.Muon(), **muon), {}),
+        "schedule deep momentum": (tp.MLP(tp.mup(2), 3, 2, phi="tanh"),
+                                   tp.Routine(lr=schedule, optimizer=tp.SGD(momentum=0.8),
+                                              **N8_LONG), {}),
+        "schedule one hidden adam": (tp.MLP(tp.mup(1, optimizer="adam"), 3, 2, phi="tanh"),
+                                     tp.Routine(lr=schedule / 8, optimizer=tp.Adam(), **N8_LONG),
+                                     {}),
+    }[case]
+
+
+CASES = ["deep L=3 stein", "deep L=2 tangent", "deep L=2 adam", "deep L=3 stein float32",
+         "one hidden", "one hidden adam", "muon L=1", "muon L=2 newton-schulz",
+         "muon L=2 polar decay", "muon L=2 adam vectors", "residual K=2",
+         "residual blocks of 2", "residual muon", "schedule deep momentum",
+         "schedule one hidden adam"]
+
+
+@pytest.mark.parametrize("case", CASES)
 def test_gpu_engine_matches_cpu_engine_number_for_number(case):
-    L = 1 if "one" in case else int(case.split("L=")[1][0])
-    net, r = _problem(L, adam="adam" in case)
+    if case.startswith(("muon", "residual", "schedule")):
+        net, r, extra = _newer_engine(case)
+    else:
+        L = 1 if "one" in case else int(case.split("L=")[1][0])
+        net, r = _problem(L, adam="adam" in case)
+        extra = dict(**(dict(zdot="tangent") if "tangent" in case else {}),
+                     **(dict(partners=16) if "deep" in case and "adam" in case else {}))
     opts = dict(particles=20_000, replicates=2, seed=5, random="host",
-                dtype=np.float32 if "float32" in case else np.float64,
-                **(dict(zdot="tangent") if "tangent" in case else {}),
-                **(dict(partners=16) if "adam" in case else {}))
+                dtype=np.float32 if "float32" in case else np.float64, **extra)
     cpu = tp.simulate_limit(net, r, **opts)
     gpu = tp.simulate_limit(net, r, backend="cupy", **opts)
     assert gpu.meta["backend"] == "cupy" and cpu.meta["backend"] == "numpy"
+    assert gpu.meta["method"] == cpu.meta["method"] == "monte_carlo"
     tol = 1e-5 if "float32" in case else 1e-10        # float32: hats rounded on either side
     assert np.allclose(gpu.f_eval, cpu.f_eval, rtol=tol, atol=tol), \
         float(np.max(np.abs(gpu.f_eval - cpu.f_eval)))
     assert np.allclose(gpu.f_eval_se, cpu.f_eval_se, rtol=1e-6, atol=1e-9)
+    # the runs train: a check of two constant trajectories would be vacuous
+    assert np.abs(cpu.f_eval[-1] - cpu.f_eval[0]).max() > 1e-3
+
+
+@pytest.mark.parametrize("case", ["muon", "residual blocks of 2 with adam", "spectral init"])
+def test_gpu_finite_network_matches_numpy(case):
+    """Finite networks of the newer layer kinds and optimizers: the same weights (drawn on
+    the host) trained on either backend agree to 1e-10 in float64."""
+    if case == "muon":
+        net, r = tp.MLP(tp.mup(3, optimizer="muon"), 3, 2, phi="tanh"), \
+            tp.Routine(lr=0.05, optimizer=tp.Muon(), **N8_LONG)
+    elif case == "spectral init":
+        net, r = tp.MLP(tp.mup(2), 3, 2, phi="tanh", init="spectral"), \
+            tp.Routine(lr=0.3, **N8_LONG)
+    else:
+        net = tp.MLP(tp.mup(5, optimizer="adam"), 3, 2, phi="tanh",
+                     residual=tp.Residual.completep("adam"))
+        r = tp.Routine(lr=0.02, optimizer=tp.Adam(), **N8_LONG)
+    a = tp.train_finite(net, r, 384, seed=3, progress=False)
+    b = tp.train_finite(net, r, 384, seed=3, backend="cupy", progress=False)
+    assert np.max(np.abs(a.f_eval - b.f_eval)) < 1e-10
+    assert np.abs(a.f_eval[-1] - a.f_eval[0]).max() > 1e-3
 
 
 @pytest.mark.parametrize("L", [1, 3])
 def test_gpu_generator_is_another_sample_of_the_same_law(L):
     net, r = _problem(L)
-    kw = dict(particles=20_000, replicates=8, seed=2, sampler="antithetic" if L == 1 else None)
+    # pseudo-random draws: a quasi-Monte Carlo run's points are host draws on every backend
+    kw = dict(particles=20_000, replicates=8, seed=2, sampler="antithetic")
     cpu = tp.simulate_limit(net, r, **kw)
     gpu = tp.simulate_limit(net, r, backend="cupy", **kw)
     assert not np.allclose(gpu.f_eval[1:], cpu.f_eval[1:], rtol=1e-8, atol=1e-8)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from .montecarlo import DeepRun
 
@@ -34,6 +34,9 @@ class MsignDeepRun(DeepRun):
         super().__init__(spec, rng)
         cap = spec.problem.B * spec.problem.T
         self.omega = {l: np.zeros((cap, cap)) for l in range(2, self.L + 1)}
+        # the BLAS libraries found once: a fresh search at every step (threadpool_limits)
+        # reads the process's library map, which cost a quarter of a GPU run's time
+        self._blas = ThreadpoolController()
 
     def _coefficients(self, own, other, z, kappa, l, zc, t):
         """ρ_t times the Ż coefficients, minus Ω's pair sums: on G's rows Ω E[x_j z] going
@@ -59,7 +62,7 @@ class MsignDeepRun(DeepRun):
             GQ = _host(F.Cv[:kp, :kp]) / F.sigma2
             # k x k products alone: every core may work on them (the run pins BLAS to one
             # thread where its own kernels run beside it)
-            with threadpool_limits(limits=os.cpu_count() or 1, user_api="blas"):
+            with self._blas.limit(limits=os.cpu_count() or 1, user_api="blas"):
                 self.opt.move_pairs(self.omega[l], GP, GQ, t, len(Xb), self.rates[t],
                                     self.eta[l - 1], self.decay[l - 1])
 
