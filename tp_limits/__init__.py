@@ -2,8 +2,8 @@
 
 * symbolic: :class:`ABC`, presets :func:`sp`, :func:`ntp`, :func:`mfp`,
   :func:`mup`, :func:`table`, :func:`phase_diagram`, :mod:`spectral`;
-* problem spec: :class:`MLP`, :class:`Residual`, :class:`Routine`, :class:`SGD`, :class:`Adam`,
-  :class:`Muon`;
+* problem spec: :class:`MLP`, :class:`Residual`, :class:`Bias`, :class:`Routine`,
+  :class:`SGD`, :class:`Adam`, :class:`Muon`;
 * engines: :func:`simulate_limit` (infinite width; its rarely used knobs grouped in
   :class:`Knobs`), :func:`train_finite` (width n), both -> :class:`Trajectory`;
 * analysis: :func:`coord_check`, :func:`convergence`, :func:`dichotomy`,
@@ -37,11 +37,11 @@ from .errors import (
 from .finite import empirical_ntk, initial_outputs, train_finite
 from .interop import MupTranslation, TorchModel, from_mup, from_torch, to_torch
 from .limit import nngp, ntk, simulate_limit
-from .spec import MLP, SGD, Adam, Muon, Residual, Routine, kernel_points, schedules
+from .spec import MLP, SGD, Adam, Bias, Muon, Residual, Routine, kernel_points, schedules
 
 __all__ = [
     "ABC", "Classification", "mfp", "mup", "ntp", "sp", "table", "phase_diagram", "spectral",
-    "MLP", "Residual", "Routine", "SGD", "Adam", "Muon", "train_finite", "simulate_limit", "nngp",
+    "MLP", "Residual", "Bias", "Routine", "SGD", "Adam", "Muon", "train_finite", "simulate_limit", "nngp",
     "ntk", "empirical_ntk",
     "initial_outputs", "kernel_points", "Trajectory", "Weights", "RunStatus", "Divergence", "Knobs",
     "from_mup", "MupTranslation", "to_torch", "from_torch", "TorchModel",

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ..abc.table import Table
+from ..engine.meta import model_meta
 from .runner import ExperimentResult
 from .schema import ExperimentError
 
@@ -186,11 +187,7 @@ def summary(res: ExperimentResult) -> dict:
         "name": exp.name, "description": exp.description, "source": exp.source,
         "complete": res.complete, "interrupted": res.interrupted or None,
         "classification": k.to_dict(),
-        "model": {"phi": exp.net.phi, "L": exp.net.L, "d_in": exp.net.d_in,
-                  "d_out": exp.net.d_out, "sigma": list(exp.net.sigma),
-                  "lr_mult": list(exp.net.lr_mult), "init": exp.net.init,
-                  "residual": (None if exp.net.residual is None
-                               else exp.net.residual.to_json())},
+        "model": model_meta(exp.net),
         "routine": {"steps": T, "batch_size": exp.routine.batch_size, "lr": exp.routine.lr,
                     "schedule": exp.config.get("routine", {}).get("schedule", "constant"),
                     "lr_factors": (None if exp.routine.lr_factors is None

@@ -151,6 +151,13 @@ SCHEMA: dict = {
                               "times K^(−gamma)"),
         "residual_block_depth": Key("int", 1, "with residual_alpha: matrices per branch (1, or "
                                     "2: h + K^(−alpha) W_b φ(W_a φ(h)))"),
+        "bias": Key("bool", False, "a bias on every hidden layer and the readout, each a "
+                    "weight with input 1 (docs/theory.md §13)"),
+        "bias_sigma": Key("number|numbers", 0.0, "with bias: init constants σ_b of the hidden "
+                          "biases (scalar or L values)"),
+        "bias_lr_mult": Key("number|numbers", 1.0, "with bias: rate multipliers of the hidden "
+                            "biases and the readout's (scalar or L+1 values)"),
+        "bias_readout": Key("bool", True, "with bias: whether the readout has one"),
     },
     "data": {
         "generator": Key("str", None,

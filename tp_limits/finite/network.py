@@ -15,6 +15,12 @@ weights in place: SGD in W-space is exactly SGD on w (∇_w = n^{-a}∇_W,
 w-units (docs/theory.md §7.1, §10).  Per layer the network keeps one array like W
 per state slot of the optimizer (momentum buffer, Adam's moments).
 
+With biases (docs/theory.md §13) each layer adds its bias b^l (an (n, 1) array, a weight
+whose input is 1: its gradient is Gᵀ 1, and the optimizer moves it with the constants
+``const.bias``), inside a residual branch: h^l = h^s + c (W^l x + b^l); the readout adds
+its own, f = α (W^{L+1} x^L + b^{L+1}).  Biases are drawn after every matrix, so a network
+without them draws what it always drew.
+
 ``backprop="decoupled"`` replaces, in the backward pass only, each hidden
 W^l_t by W̃^l_0 + (W^l_t - W^l_0), with W̃^l_0 an independent copy of W^l_0
 (docs/theory.md §3).
@@ -62,7 +68,20 @@ class FiniteNetwork:
         # the optimizer's state: per layer one array like W per slot (buffer, moments)
         self.state = [self.opt.finite_state(w, l, L + 1, backend)
                       for l, w in enumerate(self.W)]
+        self.bias = self.bias_state = None
+        if const.bias is not None:             # (n, 1) columns; the readout's (d_out, 1)
+            rows = [n] * L + [net.d_out]
+            self.bias = [self._plain_gaussian(rng, (k, 1), std)
+                         for k, std in zip(rows, const.bias.init_std)]
+            self.bias_state = [self.opt.finite_state(v, l, L + 1, backend)
+                               for l, v in enumerate(self.bias)]
         self.t = 0                                                 # updates so far
+
+    def _plain_gaussian(self, rng, shape, std):
+        """std · N(0, 1) entries (a bias: no initialization scheme), nothing drawn for 0."""
+        if std == 0.0:
+            return self.b.xp.zeros(shape, dtype=self.dtype)
+        return self.b.asarray(std * standard_normal(rng, shape), self.dtype)
 
     def _gaussian(self, rng, shape, std, l):
         """std · N(0, 1) entries drawn on the host, shaped by the network's ``init`` scheme
@@ -94,23 +113,27 @@ class FiniteNetwork:
         branch, skip = self.const.branch, self.const.skip
         for l in range(self.net.L):
             h = mm(xs[-1], self.W[l].T)
-            if branch and skip[l] >= 0:          # a block's output: h = h^{skip} + c W x
+            if self.bias is not None:
+                h += self.bias[l].T
+            if branch and skip[l] >= 0:          # a block's output: h = h^{skip} + c (W x + b)
                 h *= branch[l]
                 h += hs[skip[l]]
             check_size(h, step, l + 1, "pre-activation h", self.bound, xp)
             hs.append(h)
             xs.append(self.phi.phi(h, self.b))
-        f = self.alpha * mm(xs[-1], self.W[-1].T)
+        f = mm(xs[-1], self.W[-1].T)
+        if self.bias is not None:
+            f += self.bias[-1].T
+        f *= self.alpha
         check_size(f, step, None, "output f", self.bound, xp)
         return hs, xs, f
 
     def product(self, hs, l):
         """W^l_t x^{l-1} (0-based ``l``) from the forward pass's pre-activations: h^l itself,
-        or (h^l − h^{skip})/c at a residual block's output."""
+        or (h^l − h^{skip})/c at a residual block's output, less the bias."""
         branch, skip = self.const.branch, self.const.skip
-        if branch and skip[l] >= 0:
-            return (hs[l] - hs[skip[l]]) / branch[l]
-        return hs[l]
+        out = (hs[l] - hs[skip[l]]) / branch[l] if branch and skip[l] >= 0 else hs[l]
+        return out if self.bias is None else out - self.bias[l].T
 
     # ---- backward + simultaneous update ----------------------------------------
     def step(self, hs, xs, chi, rate: float = 1.0) -> None:
@@ -124,8 +147,10 @@ class FiniteNetwork:
         self.t += 1
         g_x = self.alpha * mm(chi, self.W[L])                   # ∂(χᵀf)/∂x^L
         self._update(L, self.alpha * chi, xs[L], rate)          # ∇W^{L+1} = α χᵀ x^L
+        self._update_bias(L, self.alpha * chi, rate)
         for l, g in self.gradient_factors(hs, g_x * self.phi.dphi(hs[L - 1], self.b)):
             self._update(l, g, xs[l], rate)
+            self._update_bias(l, g, rate)
 
     def gradient_factors(self, hs, dh_top):
         """Yield (l, G_l) for l = L−1, …, 0 (0-based): layer l's W-gradient is G_lᵀ x^l, from
@@ -158,6 +183,13 @@ class FiniteNetwork:
         """Apply the optimizer's step to layer l, whose W-gradient is Gᵀ X."""
         self.opt.finite_step(self.W[l], self.state[l], G, X, self.const, l, self.t, self.b,
                              rate)
+
+    def _update_bias(self, l, G, rate) -> None:
+        """The optimizer's step on layer l's bias, a weight with input 1: gradient Gᵀ 1."""
+        if self.bias is not None:
+            ones = self.b.xp.ones((len(G), 1), dtype=G.dtype)
+            self.opt.finite_step(self.bias[l], self.bias_state[l], G, ones, self.const.bias,
+                                 l, self.t, self.b, rate)
 
     # ---- memory ------------------------------------------------------------------
     @staticmethod

@@ -11,7 +11,9 @@
       lr_W_l / η = lr_mult_l n^{-(2a_l + c_l)}.
 
   Each gradient is an outer product g_h^l(ξ) x^{l-1}(ξ)ᵀ, so the inner
-  product factorizes: (g_h^l(ξ) · g_h^l(ξ')) (x^{l-1}(ξ) · x^{l-1}(ξ')).
+  product factorizes: (g_h^l(ξ) · g_h^l(ξ')) (x^{l-1}(ξ) · x^{l-1}(ξ')).  A bias is a
+  layer with input 1: its component "b{l}" is (g_h^l(ξ) · g_h^l(ξ')) at the bias's rate
+  (docs/theory.md §13).
 """
 from __future__ import annotations
 
@@ -62,12 +64,17 @@ def empirical_ntk(net: MLP, X1, X2=None, width: int = 1024, seed: int = 0,
     X = b.asarray(np.vstack([X1, X2]), np.float64)
     hs, xs, _ = nw.forward(X, step=0)
     L, do, n1 = net.L, net.d_out, len(X1)
-    scale = net.finite_constants(width).lr            # lr_mult_l n^{-(2a_l + c_l)}
+    const = net.finite_constants(width)
+    scale = const.lr                                  # lr_mult_l n^{-(2a_l + c_l)}
     gram = lambda A: A[:n1] @ A[n1:].T  # noqa: E731   (n1, n2) inner products
     comps = {}
     eye = xp.eye(do)
     # readout: ∂f_o/∂W^{L+1} = α e_o x^Lᵀ
     comps[L + 1] = scale[L] * nw.alpha ** 2 * xp.einsum("ij,ab->iajb", gram(xs[L]), eye)
+    ones = xp.ones((len(X), 1))
+    if const.bias is not None and net.bias.readout:   # ∂f_o/∂b^{L+1} = α e_o
+        comps[f"b{L + 1}"] = const.bias.lr[L] * nw.alpha ** 2 * xp.einsum(
+            "ij,ab->iajb", gram(ones), eye)
     # hidden layers: backpropagate each output separately
     G = [[None] * do for _ in range(L)]
     for o in range(do):
@@ -75,9 +82,13 @@ def empirical_ntk(net: MLP, X1, X2=None, width: int = 1024, seed: int = 0,
         for l, g in nw.gradient_factors(hs, g_x * nw.phi.dphi(hs[L - 1], b)):
             G[l][o] = g
     for l in range(L):
-        xg = gram(xs[l])
-        comps[l + 1] = scale[l] * xp.stack(
-            [xp.stack([(G[l][o][:n1] @ G[l][p][n1:].T) * xg for p in range(do)], axis=-1)
-             for o in range(do)], axis=1)
+        inputs = [(l + 1, scale[l], xs[l])]
+        if const.bias is not None:
+            inputs.append((f"b{l + 1}", const.bias.lr[l], ones))
+        for key, rate, x in inputs:
+            xg = gram(x)
+            comps[key] = rate * xp.stack(
+                [xp.stack([(G[l][o][:n1] @ G[l][p][n1:].T) * xg for p in range(do)], axis=-1)
+                 for o in range(do)], axis=1)
     out = {l: b.to_numpy(v) if do > 1 else b.to_numpy(v)[:, 0, :, 0] for l, v in comps.items()}
     return out if components else sum(out.values())

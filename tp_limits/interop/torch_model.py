@@ -142,6 +142,10 @@ def to_torch(net: MLP, width: int, seed: int = 0, routine: Routine | None = None
     a ``mup.MuReadout`` and the model has ``set_base_shapes`` from a base model of
     hidden width n0 (a genuine mup model; its weights and rates are still this
     package's).  See the module docstring for the numbers."""
+    if isinstance(net, MLP) and net.bias is not None:
+        raise SpecError("to_torch builds networks without biases: the readout's bias would "
+                        "sit outside MuReadout's output multiplier, where this package puts it "
+                        "inside (docs/theory.md §13); build the MLP with bias=None")
     torch = _import_torch()
     n = check_int(width, "width")
     if not isinstance(net, MLP):

@@ -3,6 +3,7 @@
 * :class:`MLP` — the network, with the one conversion of exponents into
   per-layer numbers (:meth:`MLP.finite_constants`, :meth:`MLP.limit_constants`);
 * :class:`Residual` — skip connections and their depth exponents (residual.py);
+* :class:`Bias` — biases, each a weight with input 1 (bias.py);
 * :class:`Routine` — the training data, batch size, steps, learning rate, loss;
 * :class:`SGD`, :class:`Adam`, :class:`Muon` — the optimizers (optimizers/, one module each) and their
   width-free hyperparameters;
@@ -12,6 +13,7 @@
 All are frozen and validated on construction, so an engine never starts on
 inconsistent input.
 """
+from .bias import Bias
 from .mlp import MLP, FiniteConstants, LimitConstants
 from .optimizers import SGD, Adam, Muon, Optimizer
 from .problem import Problem
@@ -19,5 +21,5 @@ from .residual import Residual
 from . import schedules
 from .routine import Routine, distinct_rows, kernel_points
 
-__all__ = ["MLP", "Residual", "Routine", "Problem", "FiniteConstants", "LimitConstants",
+__all__ = ["MLP", "Residual", "Bias", "Routine", "Problem", "FiniteConstants", "LimitConstants",
            "distinct_rows", "kernel_points", "SGD", "Adam", "Muon", "Optimizer", "schedules"]

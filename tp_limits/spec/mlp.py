@@ -21,6 +21,7 @@ from ..abc.update_rules import update_rule
 from ..errors import SpecError
 from ..nonlinearities import Nonlinearity, get_nonlinearity
 from . import initializations
+from .bias import Bias
 from .checks import check_choice, check_int, finite_nonzero, finite_positive, per_layer
 from .residual import Residual
 
@@ -40,6 +41,8 @@ class FiniteConstants:
     the multiplier of each layer's product and the layer whose pre-activation its skip
     adds (−1: none): h^l = h^{skip[l]} + branch[l] W^l x^{l−1} (docs/theory.md §12).
     Every ``lr_mult`` here is the effective one (times K^{−γ} in the blocks).
+    ``bias``: the same numbers for the biases (entry l: the bias of layer l + 1, a weight
+    with input 1; entry L: the readout's), or None without biases (docs/theory.md §13).
     """
 
     width: int
@@ -52,6 +55,7 @@ class FiniteConstants:
     decay: tuple = ()
     branch: tuple = ()
     skip: tuple = ()
+    bias: "FiniteConstants | None" = None
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,9 @@ class LimitConstants:
     for the readout (e_V = [q = 1]); ``readout_init`` is e_ω = [p = 1] (Z^{nV}_0 ≠ 0);
     ``alpha`` multiplies the output; ``decay[l]`` = η lr_mult_l (no switch: weight decay
     shrinks W_0 too, whether or not the layer's gradient updates survive the limit,
-    docs/theory.md §10.2); ``branch`` as in :class:`FiniteConstants`.
+    docs/theory.md §10.2); ``branch`` as in :class:`FiniteConstants`; ``bias``: the same
+    numbers for the biases (entry l: the bias of layer l + 1, whose switch is the input
+    layer's; entry L: the readout's, σ = 0 and always moving), or None (§13).
     """
 
     sigma: tuple
@@ -73,6 +79,7 @@ class LimitConstants:
     decay: tuple = ()
     branch: tuple = ()
     skip: tuple = ()
+    bias: "LimitConstants | None" = None
 
 
 @dataclass(frozen=True, init=False)
@@ -91,7 +98,8 @@ class MLP:
     the initial matrices are drawn (spec/initializations.py, docs/theory.md §11.6).
     ``residual`` (a :class:`Residual`, L >= 2) adds skip connections around W^2..W^L:
     h^l = h^{l−1} + K^{−α} W^l φ(h^{l−1}), and multiplies their rates by K^{−γ},
-    K = L − 1 (docs/theory.md §12).
+    K = L − 1 (docs/theory.md §12).  ``bias`` (True or a :class:`Bias`) adds a bias to every
+    hidden layer and to the readout, each a weight with input 1 (docs/theory.md §13).
     """
 
     param: ABC
@@ -104,10 +112,11 @@ class MLP:
     output_scale: float
     init: str
     residual: Residual | None
+    bias: Bias | None
 
     def __init__(self, param: ABC, d_in: int, d_out: int = 1, phi: str = "tanh", sigma=None,
                  lr_mult=None, readout_multiplier: float = 1.0, output_scale: float = 1.0,
-                 init: str = "gaussian", residual: Residual | None = None):
+                 init: str = "gaussian", residual: Residual | None = None, bias=None):
         if not isinstance(param, ABC):
             raise SpecError(f"param must be a tp.ABC (e.g. tp.mup(2)), got {type(param).__name__}")
         if param.is_symbolic:
@@ -130,6 +139,10 @@ class MLP:
                 raise SpecError(f"residual must be a tp.Residual(...) or None, got {residual!r}")
             residual.check_depth(param.L)
         object.__setattr__(self, "residual", residual)
+        bias = Bias.of(bias)
+        if bias is not None:
+            bias.check_depth(param.L)
+        object.__setattr__(self, "bias", bias)
 
     @property
     def L(self) -> int:
@@ -155,7 +168,8 @@ class MLP:
                                 "them one value to change the depth")
             per[name] = (v[0],) + (v[1],) * (L - 1) + (v[-1],)
         return MLP(param, self.d_in, self.d_out, self.phi, per["sigma"], per["lr_mult"],
-                   self.readout_multiplier, self.output_scale, self.init, self.residual)
+                   self.readout_multiplier, self.output_scale, self.init, self.residual,
+                   None if self.bias is None else self.bias.with_depth(L))
 
     def with_blocks(self, K: int) -> "MLP":
         """This residual network with ``K`` blocks (L = 1 + K·block_depth)."""
@@ -166,11 +180,23 @@ class MLP:
     @property
     def effective_lr_mult(self) -> tuple:
         """lr_mult_l, times K^{−γ} for the residual blocks' matrices W^2..W^L."""
+        return self._blocks_rate(self.lr_mult)
+
+    def _blocks_rate(self, m: tuple) -> tuple:
+        """Per-layer multipliers with K^{−γ} on the blocks' layers 2..L (none without skips)."""
         if self.residual is None:
-            return self.lr_mult
+            return m
         k = self.residual.lr_factor(self.L)
-        m = self.lr_mult
         return (m[0],) + tuple(x * k for x in m[1:-1]) + (m[-1],)
+
+    @property
+    def bias_lr_mult(self) -> tuple:
+        """m_{b,l} of the hidden biases (times K^{−γ} inside the blocks) and the readout's
+        (0 without a readout bias); () without biases."""
+        if self.bias is None:
+            return ()
+        m = self.bias.lr_mults(self.L)
+        return self._blocks_rate(m[:-1] + ((m[-1] if self.bias.readout else 0.0),))
 
     @property
     def branch(self) -> tuple:
@@ -236,10 +262,25 @@ class MLP:
         mult = self.effective_lr_mult
         sgd = tuple(lr * m * n ** -float(e) for m, e in zip(mult, self.lr_exponents("sgd")))
         adam = tuple(lr * m * n ** -float(ci) for m, ci in zip(mult, c))
+        eps = tuple(n ** -float(g) for g in self.eps_exponents())
         return FiniteConstants(n, init, sgd, adam, tuple(n ** -float(ai) for ai in a),
-                               self.output_multiplier,
-                               tuple(n ** -float(g) for g in self.eps_exponents()),
-                               tuple(lr * m for m in mult), self.branch, self.skips)
+                               self.output_multiplier, eps, tuple(lr * m for m in mult),
+                               self.branch, self.skips, self._finite_bias(n, lr, eps[0]))
+
+    def _finite_bias(self, n: int, lr: float, eps1: float) -> FiniteConstants | None:
+        """The biases' width-n numbers: the input layer's powers of n for the hidden ones
+        (a weight with input 1, docs/theory.md §13), none for the readout's."""
+        if self.bias is None:
+            return None
+        a, b, c = (x[0] for x in self.param._fractions)
+        L, mult = self.L, self.bias_lr_mult
+        hidden = lambda v, last: tuple(v[:L]) + (last,)  # noqa: E731
+        init = tuple(s * n ** -float(a + b) for s in self.bias.sigmas(L)) + (0.0,)
+        return FiniteConstants(
+            n, init, hidden([lr * m * n ** -float(2 * a + c) for m in mult], lr * mult[L]),
+            hidden([lr * m * n ** -float(c) for m in mult], lr * mult[L]),
+            (n ** -float(a),) * L + (1.0,), self.output_multiplier, (eps1,) * L + (1.0,),
+            tuple(lr * m for m in mult), self.branch, self.skips)
 
     def limit_constants(self, lr: float) -> LimitConstants:
         """The numbers of the feature-learning limit (docs/theory.md §5.1)."""
@@ -250,6 +291,13 @@ class MLP:
         switches = list(sw.train_layers) + [sw.readout_update]
         mult = self.effective_lr_mult
         eta = tuple(lr * m * float(e) for m, e in zip(mult, switches))
+        bias = None
+        if self.bias is not None:        # the input layer's switch; the readout's always on
+            bm, e1 = self.bias_lr_mult, float(switches[0])
+            bias = LimitConstants(self.bias.sigmas(self.L) + (0.0,),
+                                  tuple(lr * m * e1 for m in bm[:-1]) + (lr * bm[-1],),
+                                  self.output_multiplier, False, tuple(lr * m for m in bm),
+                                  self.branch, self.skips)
         return LimitConstants(self.limit_sigma, eta, self.output_multiplier,
                               bool(sw.readout_init), tuple(lr * m for m in mult), self.branch,
-                              self.skips)
+                              self.skips, bias)

@@ -31,6 +31,11 @@ class Problem:
             raise SpecError(f"X has {self.routine.d_in} columns but the network has "
                             f"d_in = {self.net.d_in}")
         self.optimizer          # noqa: B018  (checks it against the parametrization)
+        if self.net.bias is not None and not self.optimizer.coordinatewise:
+            raise SpecError(f"biases with {self.optimizer}: an optimizer that moves whole "
+                            "matrices has no rule for a bias vector here (docs/theory.md §13); "
+                            "train biases with SGD or Adam, or build the network with "
+                            "bias=None")
         self.targets            # noqa: B018  (checks the targets against d_out now)
         self.eval_targets       # noqa: B018
 

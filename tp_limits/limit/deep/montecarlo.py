@@ -29,6 +29,12 @@ forward (s the layer the skip starts from), and backward W^l sees c δh^l (its f
 stores that vector, so Ż, ΔW and the partners are those of the product c W^l) while the
 skip adds δh^l to δh^s.
 
+**Biases** (docs/theory.md §13): each hidden layer's bias is a particle coordinate
+Z^{b^l} (N, 1), added to Z^{h^l} (inside a block's branch), moved by the optimizer's rule
+for one coordinate with the gradient Σ_i g^l_i, g^l the vector W^l sees backward (δh^l,
+or c δh^l in a block); the readout's bias β ∈ R^{d_out} is deterministic in the limit,
+f̊ = α (E[Z^{nV} Z^{x^L}] + β), moved by the same rule with gradient α Σ_i χ_i.
+
 **Momentum and weight decay**, or any optimizer linear in the gradients
 (docs/theory.md §10.2): W^l_t = ρ^l_t W^l_0 − Σ_{s<t} C^l[t, s] γ G_s (the
 optimizer's ``schedule``), so the hat and its Ż part are multiplied by ρ^l_t and
@@ -90,7 +96,9 @@ def qmc_dims(spec: RunSpec) -> int:
     p = spec.problem
     L, d, do = p.net.L, p.net.d_in, p.net.d_out
     hats = (L - 1) * (2 * p.B * p.T + p.E * len(spec.eval_steps))
-    return min(MAX_QMC_DIMS, d + (do if spec.const.readout_init else 0) + hats)
+    bias = spec.const.bias
+    biases = 0 if bias is None else sum(s > 0 for s in bias.sigma[:L])
+    return min(MAX_QMC_DIMS, d + (do if spec.const.readout_init else 0) + biases + hats)
 
 
 class DeepRun:
@@ -115,6 +123,12 @@ class DeepRun:
             self.ZV = (sig[L] if c.readout_init else 0.0) * xp.concatenate([half, -half])
         else:
             self.ZV = sig[L] * draws.normal((N, do)) if c.readout_init else xp.zeros((N, do))
+        self.Zb = self.beta = None          # biases: Z^{b^l} (N, 1) per hidden layer; β
+        if c.bias is not None:
+            self.Zb = [s * draws.normal((N, 1)) if s else xp.zeros((N, 1))
+                       for s in c.bias.sigma[:L]]
+            self.beta = np.zeros((1, do))
+            self.bias_grads = [None] * L     # this step's g^l, kept by the backward pass
         cap = p.B * p.T
         passes = passes_for(b)
         self.F = {l: Family(N, cap, sig[l - 1] ** 2, spec.dtype, passes)
@@ -139,6 +153,10 @@ class DeepRun:
                       for l in range(2, L + 1)}
         self.stU, self.stV = (opt.particle_state(self.ZU, "input"),
                               opt.particle_state(self.ZV, "readout"))
+        if c.bias is not None:
+            self.bias_decay = opt.shrinks(c.bias.decay)
+            self.st_b = [opt.particle_state(z, "input") for z in self.Zb]
+            self.st_beta = opt.particle_state(self.beta, "readout")
         self.updates = 0                      # updates so far
         self.res = LimitResult.empty(p.T, p.E, p.B, do, L if spec.record_stats else None)
         self.evaluated = set()
@@ -201,6 +219,8 @@ class DeepRun:
         z, b = self.zdot, self.b
         store = stored > 0
         hs = [X @ self.ZU.T]
+        if self.Zb is not None:
+            hs[0] += self.Zb[0].T
         xs = [self.phi.phi(hs[0], b)]
         ths = [z.input(X)]
         txs = [self._activation_tangent(ths[0], hs[0])]
@@ -219,6 +239,8 @@ class DeepRun:
             extra = self.delta_w_forward(l, x, stored)
             if extra is not None:
                 h = h + extra
+            if self.Zb is not None:
+                h += self.Zb[l - 1].T
             ths.append(z.forward_tangent(l, coef, kG, len(x), k0 if store else None))
             if store:
                 z.keep_forward(l, k0, txs[-1])
@@ -247,6 +269,8 @@ class DeepRun:
             g = self.branch[l - 1] * dh if out else dh
             if out:
                 carried.hand(self.skip[l - 1], dh)
+            if self.Zb is not None:
+                self.bias_grads[l - 1] = g
             hat, info = G.sample(g, self.draws, store_rows=len(g))
             k0, kF = G.k, F.k
             coef = self._coefficients(G, F, g, info[0], l, z.backward(l, g, t_dh, F), t)
@@ -261,6 +285,8 @@ class DeepRun:
             dp = phi.dphi(h, b)
             dh = carried.receive(l - 2, dx * dp)
             t_dh = self._backprop_tangent(t_dx, dp, dx, h, ths[l - 2])
+        if self.Zb is not None:
+            self.bias_grads[0] = dh
         return dh, t_dh
 
     def update(self, Xb, dh1, t_dh1, xL, t_xL, chi) -> None:
@@ -282,11 +308,29 @@ class DeepRun:
         for l in range(2, L + 1):
             self.npairs[l] += len(Xb)
 
+    def update_biases(self, chi) -> None:
+        """Each hidden bias's particles by the optimizer's rule for one coordinate with the
+        gradient Σ_i g^l_i (the step's backward vectors, taken before any update), and the
+        readout's β by the same rule with α Σ_i χ_i (``chi`` on the host)."""
+        if self.Zb is None:
+            return
+        c, opt, xp, t = self.spec.const.bias, self.opt, self.xp, self.updates
+        rate = self.rates[t - 1]
+        for l, g in enumerate(self.bias_grads):
+            self.Zb[l], self.st_b[l] = opt.move_particles(
+                self.Zb[l], self.st_b[l], g.T, xp.ones((len(g), 1)), c.eta[l], 1.0,
+                self.bias_decay[l], t, rate, "input")
+        self.beta, self.st_beta = opt.move_particles(
+            self.beta, self.st_beta, np.ones((1, len(chi))), chi, c.eta[self.L], self.alpha,
+            self.bias_decay[self.L], t, rate, "readout")
+
     # -- outputs ------------------------------------------------------------------------------
     def output(self, xL, step, with_se=False):
         """f̊ for each row of x^L (m, N) -> (m, d_out) on the host, and its batch-means error."""
         contrib = self.alpha * xL[:, :, None] * self.ZV[None]              # (m, N, do)
         f = self.b.to_numpy(contrib.mean(axis=1))
+        if self.beta is not None:
+            f = f + self.alpha * self.beta
         check_size(f, step, None, "output f", self.spec.bound)
         if not with_se:
             return f
@@ -336,9 +380,11 @@ class DeepRun:
         fb = self.output(xs[-1], t)                        # on the host: loss and χ there
         res.f_train[t] = fb
         res.loss[t] = float(np.mean(p.loss.value(fb, Yb, np)))
-        chi = self.xp.asarray(p.loss.grad(fb, Yb, np) / p.B)
+        chi_host = p.loss.grad(fb, Yb, np) / p.B
+        chi = self.xp.asarray(chi_host)
         dh1, t_dh1 = self.backward(hs, ths, chi, t)
         self.update(Xb, dh1, t_dh1, xs[-1], txs[-1], chi)
+        self.update_biases(chi_host)
 
     def run(self, on_step) -> LimitResult:
         """Each step evaluates its own starting point (the eval rows sharing its forward

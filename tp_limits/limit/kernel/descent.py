@@ -99,7 +99,13 @@ class KernelEngine(Engine):
         eval_steps = self.options.eval_steps(T)
         train_idx = _index(Z, p.routine.training_inputs)
         eval_idx = _index(Z, p.eval_inputs)
-        K = np.zeros((len(Z), len(Z))) if self.trivial else ntk(p.net, Z)
+        bias = p.net.bias
+        if not self.trivial:
+            K = ntk(p.net, Z)
+        elif bias is not None and bias.readout:  # only a readout bias moves (width-free, §13)
+            K = ntk(p.net, Z, layers=(f"b{p.net.L + 1}",))
+        else:
+            K = np.zeros((len(Z), len(Z)))
         F, f0_desc = self._initial(np.random.default_rng(self.options.seed))
         S, E = len(F), len(eval_idx)
         f_eval = np.full((S, T + 1, E, do), np.nan)
