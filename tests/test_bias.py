@@ -3,7 +3,7 @@ the limit's bias particles against an independent route and against finite netwo
 kernels with bias variance against closed forms, and the refusals."""
 import numpy as np
 import pytest
-from conftest import N8_LONG, t_quantile, welch_dof, within_se
+from conftest import N8_LONG, exact_against_monte_carlo, t_quantile, welch_dof, within_se
 
 import tp_limits as tp
 from tp_limits.engine.backend import numpy_backend
@@ -77,6 +77,33 @@ def test_one_hidden_layer_biases_are_an_input_of_one():
     se = np.hypot(a.f_eval_se, b.f_eval_se)[1:]
     within_se(a.f_eval[1:], b.f_eval[1:], se, welch_dof(a.f_eval_se[1:], 7, b.f_eval_se[1:], 7))
     assert np.abs(a.f_eval[-1] - a.f_eval[0]).max() > 50 * se.max()
+
+
+def test_the_exact_linear_bias_is_an_input_of_one():
+    """φ = id: the exact engine's bias primitive (L = 1, through the deep linear engine)
+    equals the one-hidden-layer closed form on the inputs augmented by a 1, to 1e-12."""
+    net = tp.MLP(tp.mup(1), 3, 2, phi="id", bias=tp.Bias(sigma=1.0, readout=False))
+    aug = tp.MLP(tp.mup(1), 4, 2, phi="id")
+    ones = lambda A: np.hstack([A, np.ones((len(A), 1))])  # noqa: E731
+    r = tp.Routine(lr=0.2, optimizer=tp.SGD(momentum=0.7), **N8_LONG)
+    ra = tp.Routine(ones(N8_LONG["X"]), N8_LONG["Y"], lr=0.2, batch_size=2,
+                    eval_inputs=ones(N8_LONG["eval_inputs"]), optimizer=tp.SGD(momentum=0.7))
+    a, b = tp.simulate_limit(net, r), tp.simulate_limit(aug, ra)
+    assert a.meta["method"] == b.meta["method"] == "exact"
+    np.testing.assert_allclose(a.f_eval, b.f_eval, rtol=1e-12, atol=1e-14)
+    assert np.abs(a.f_eval[-1] - a.f_eval[0]).max() > 0.05
+
+
+@pytest.mark.parametrize("L, residual, opt", [
+    (2, None, None), (3, tp.Residual(0.5, 0.0), tp.SGD(momentum=0.8, weight_decay=0.2))],
+    ids=["plain", "residual, momentum and decay"])
+def test_exact_linear_biases_match_monte_carlo(L, residual, opt):
+    net = tp.MLP(tp.mup(L), 3, 2, phi="id", residual=residual,
+                 bias=tp.Bias(sigma=0.6, lr_mult=2.0))
+    exact, mc, q = exact_against_monte_carlo(net, tp.Routine(lr=0.2, optimizer=opt, **N8_LONG))
+    plain = tp.simulate_limit(tp.MLP(net.param, 3, 2, phi="id", residual=residual),
+                              tp.Routine(lr=0.2, optimizer=opt, **N8_LONG))
+    assert np.any(np.abs(plain.f_eval[1:] - mc.f_eval[1:]) > q * mc.f_eval_se[1:])
 
 
 @pytest.mark.slow
@@ -180,11 +207,9 @@ def test_bad_bias_inputs_are_refused_before_any_work():
         tp.train_finite(net, tp.Routine(lr=0.05, optimizer=tp.Muon(), **N8_LONG), 64)
     biased = tp.MLP(tp.mup(2), 3, 2, phi="id", bias=True)
     r = tp.Routine(lr=0.1, **N8_LONG)
-    with pytest.raises(tp.SpecError, match="affine"):
-        tp.simulate_limit(biased, r, method="exact")
     with pytest.raises(tp.SpecError, match="biases"):
         tp.simulate_limit(tp.MLP(tp.mup(2), 3, 2, bias=True), r, zdot="tangent")
     with pytest.raises(tp.SpecError, match="without biases"):
         tp.to_torch(biased, 64, r)
-    assert tp.simulate_limit(biased, r, particles=256, progress=False).meta["method"] == \
-        "monte_carlo"
+    assert tp.simulate_limit(biased, r, method="monte_carlo", particles=256,
+                             progress=False).meta["method"] == "monte_carlo"

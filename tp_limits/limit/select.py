@@ -12,7 +12,7 @@ feature learning, L = 1                one_hidden.ParticleEngine (Monte Carlo or
                                        quadrature)
 feature learning, L >= 2, φ = id       deep.LinearEngine (exact)
 feature learning, L >= 2               deep.MonteCarloEngine (Stein or tangent Ż)
-feature learning with biases, any L    deep.MonteCarloEngine (bias particles, §13)
+feature learning with biases, L = 1    the deep engines (bias particles, §13)
 optimizer not linear in the gradients  UnsupportedError (a nonlinear kernel)
 (Adam), kernel or trivial regime
 weight decay, kernel regime            UnsupportedError (decay moves W_0 by Θ(1))
@@ -72,20 +72,16 @@ def select_engine(problem, options):
     if options.method == "exact" and net.phi != "id":
         raise SpecError(f"method='exact' needs phi='id' (a closed form exists only for linear "
                         f"networks); got phi={net.phi!r}")
-    if options.method == "exact" and net.bias is not None:
-        raise SpecError("method='exact' follows networks without biases: with biases a "
-                        "linear network is affine and its exact engines are not built for "
-                        "that; use method='monte_carlo' (docs/theory.md §13)")
     if options.method == "exact" and not opt.exact_linear:
         raise SpecError(f"method='exact' follows optimizers linear in the gradients and "
                         f"matrix functions of the buffer (Muon) only: {opt} moves some "
                         "coordinates by an entrywise nonlinear rule (Adam), so a linear "
                         "network has no closed form under it; use method='monte_carlo'")
     exact = options.method == "exact" or (options.method is None and net.phi == "id"
-                                          and opt.exact_linear and net.bias is None)
+                                          and opt.exact_linear)
     if net.L == 1 and (not opt.coordinatewise or net.bias is not None):
         # a step that needs particle means first (Muon's Gram of the update), or biases:
-        # the deep engines, which have no hidden matrix for L = 1
+        # the deep engines (the one-hidden engines carry no bias), with no hidden matrix
         if exact:
             _refuse_deep_knobs(options, "the exact linear limit")
         return (DeepLinear if exact else MonteCarloEngine)(problem, k, options)

@@ -31,6 +31,11 @@ Any optimizer linear in the gradients (docs/theory.md §10.2): W^l_t = ρ_t W^l_
 multiplied by ρ^l_t and the ΔW pair of step s by C^l[t, s]; the coefficients of
 Z^U and Z^{nV} move by the optimizer's rule for one coordinate.
 
+Biases (docs/theory.md §13) stay linear: a hidden bias is one more primitive at
+initialization (Z^{b^l}_0 = σ_{b,l} z_b), added to h^l, and its coefficients move by the
+optimizer's rule with Σ_i (the vector W^l sees backward); the readout's bias is a
+deterministic vector β, f̊ = α (E[Z^{nV} Z^{x^L}] + β).
+
 Evaluation hats are kept as primitives too (they feed nothing else), so the
 statistics of h^l_t(ζ) - h^l_0(ζ) use the exact joint law.  No Monte Carlo
 and no matrix inversion: degenerate families (repeated inputs) are harmless.
@@ -79,7 +84,7 @@ def primitive_count(problem) -> int:
     per hidden matrix a hat per stored forward and backward vector (2B a step) and per
     evaluated output (E a step and at the start)."""
     net = problem.net
-    return (net.d_in + net.d_out
+    return (net.d_in + net.d_out + (0 if net.bias is None else net.L)
             + (net.L - 1) * (2 * problem.B * problem.T + problem.E * (problem.T + 1)))
 
 
@@ -93,7 +98,8 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
     sig, alpha, eta = const.sigma, const.alpha, const.eta
     branch, skip = const.branch, const.skip
     cap = primitive_count(problem)
-    prim = _Primitives(d + do, cap)
+    bc = const.bias
+    prim = _Primitives(d + do + (0 if bc is None else L), cap)
     cU = [prim.zeros() for _ in range(d)]
     for k in range(d):
         cU[k][k] = sig[0]
@@ -101,6 +107,12 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
     if const.readout_init:
         for o in range(do):
             cV[o][d + o] = sig[L]
+    cb = []                                     # the hidden biases' coefficients
+    if bc is not None:
+        cb = [prim.zeros() for _ in range(L)]
+        for l in range(L):
+            cb[l][d + do + l] = bc.sigma[l]
+        beta = np.zeros(do)                     # the readout's bias (deterministic)
     F = {l: [] for l in range(2, L + 1)}        # forward hats: (c_x, p)
     F_train = {l: [] for l in range(2, L + 1)}  # the training ones (backward Ż sums)
     G = {l: [] for l in range(2, L + 1)}        # backward hats: (c_δh, p)
@@ -118,6 +130,9 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
     else:
         stU = opt.particle_state(np.column_stack(cU), "input")
         stV = opt.particle_state(np.column_stack(cV), "readout")
+    if bc is not None:
+        decay_b = opt.shrinks(bc.decay)
+        st_b, st_beta = [opt.rule.zeros(c) for c in cb], opt.rule.zeros(beta)
 
     def moments(A, Bm):
         """E[Aᵀ B] for coefficient columns A, B (primitives x k)."""
@@ -157,19 +172,22 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
     def forward(zeta, store: bool, t: int):
         """Coefficient vectors of h^1..h^L for input ζ (x^l = h^l) under W_t."""
         h = sum(zeta[k] * cU[k] for k in range(d))
-        hs = [h]
+        hs = [h + cb[0] if cb else h]
         for l in range(2, L + 1):
             x = hs[-1]
             new, p = apply_matrix(l, x, F[l], G[l], [(c_x, c_dh) for c_dh, c_x in pairs[l]], t)
             F[l].append((x, p))
             if store:
                 F_train[l].append((x, p))
-            out = bool(branch) and skip[l - 1] >= 0  # a block's output: h^{skip} + c Z^{Wx}
+            if cb:
+                new = new + cb[l - 1]
+            out = bool(branch) and skip[l - 1] >= 0  # a block's output: h^{skip} + c Z^{Wx+b}
             hs.append(hs[skip[l - 1]] + branch[l - 1] * new if out else new)
         return hs
 
     def output(cx, step):
-        f = alpha * np.array([prim.cov(cV[o], cx) for o in range(do)])
+        f = np.array([prim.cov(cV[o], cx) for o in range(do)])
+        f = alpha * (f + beta if bc is not None else f)
         check_size(f, step, None, "output f", bound)
         return f
 
@@ -207,6 +225,7 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
             res.loss[t] = float(np.mean(problem.loss.value(fb, Yb, np)))
             chi = problem.loss.grad(fb, Yb, np) / B
             dh1, new_pairs = [], {l: [] for l in range(2, L + 1)}
+            bias_grad = [prim.zeros() for _ in cb]      # Σ_i of what W^l sees backward
             for i in range(B):
                 dh = alpha * sum(chi[i, o] * cV[o] for o in range(do))     # δh^L (φ′ = 1)
                 carried = Carried()
@@ -215,12 +234,22 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
                     g = branch[l - 1] * dh if out else dh       # what W^l sees backward
                     if out:
                         carried.hand(skip[l - 1], dh)
+                    if cb:
+                        bias_grad[l - 1] += g
                     dx, p = apply_matrix(l, g, G[l], F_train[l], pairs[l], t)
                     G[l].append((g, p))
                     new_pairs[l].append((g, fwd[i][l - 2]))
                     dh = carried.receive(l - 2, dx)
                 dh1.append(dh)
+                if cb:
+                    bias_grad[0] += dh
             rate = rates[t]
+            if bc is not None:             # coordinatewise rules only (Problem refuses others)
+                for l in range(L):
+                    scale_b, h_b = opt.coordinate(bc.eta[l], 1.0, decay_b[l], t + 1, rate)
+                    cb[l], st_b[l] = opt.rule.apply(cb[l], scale_b * bias_grad[l], st_b[l], h_b)
+                scale_b, h_b = opt.coordinate(bc.eta[L], alpha, decay_b[L], t + 1, rate)
+                beta, st_beta = opt.rule.apply(beta, scale_b * chi.sum(axis=0), st_beta, h_b)
             if opt.coordinatewise:
                 scale_u, h_u = opt.coordinate(eta[0], 1.0, decay[0], t + 1, rate)  # α in δh^1
                 scale_v, h_v = opt.coordinate(eta[L], alpha, decay[L], t + 1, rate)
