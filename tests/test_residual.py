@@ -271,3 +271,35 @@ def test_depth_sweep_refuses_what_it_cannot_sweep():
         tp.depth_sweep(net, r, [0.1, 1, 10], [2, 2])
     with pytest.raises(tp.SpecError, match="depths"):
         tp.depth_sweep(net, r, [0.1, 1, 10], [1, 0])
+
+
+@pytest.mark.parametrize("residual, optimizer", [
+    (tp.Residual.depth_mup("sgd"), "sgd"), (tp.Residual(0.5, -1.0), "sgd"),
+    (tp.Residual(1.0, 0.0), "sgd"), (tp.Residual.depth_mup("adam"), "adam")],
+    ids=["depth-mup sgd", "alpha 1/2 gamma -1", "alpha 1 gamma 0", "depth-mup adam"])
+def test_depth_check_measures_the_predicted_exponents_in_k(residual, optimizer):
+    """One step of K = 4…64 blocks at width 512 (4 seeds): the block update, the feature
+    change and the output change scale like K^{−(pα+γ)}, K^{max(0, 1−pα−γ)} and the same,
+    each within 0.15 over the three largest depths (docs/theory.md §12.5)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((8, 3)) / np.sqrt(3)
+    adam = optimizer == "adam"
+    r = tp.Routine(X, np.tanh(X[:, :1] - X[:, 1:2]), lr=0.01 if adam else 0.1, batch_size=2,
+                   eval_inputs=X[:4], optimizer=tp.Adam() if adam else None)
+    net = tp.MLP(tp.mup(3, optimizer=optimizer), 3, 1, phi="tanh", residual=residual)
+    dc = tp.depth_check(net, r, [4, 8, 16, 32, 64], width=512, seeds=4, executor="serial")
+    for q, (slope, _) in dc.slopes.items():
+        assert abs(slope - dc.predicted[q]) < 0.15, (q, slope, dc.predicted[q])
+    assert not dc.mismatches and "exponent in K" in str(dc.table())
+
+
+def test_depth_check_refuses_what_it_cannot_fit():
+    net = tp.MLP(tp.mup(3), 3, 1, phi="tanh")
+    r = tp.Routine(lr=0.1, **N8_LONG)
+    with pytest.raises(tp.SpecError, match="residual network"):
+        tp.depth_check(net, r, [2, 4])
+    res = tp.MLP(tp.mup(3), 3, 2, phi="tanh", residual=tp.Residual(0.5, 0.0))
+    with pytest.raises(tp.SpecError, match="at least two depths"):
+        tp.depth_check(res, r, [4, 4])
+    shallow = tp.MLP(tp.mup(3), 3, 2, phi="tanh", residual=tp.Residual(0.25, 0.0))
+    assert set(tp.analysis.depth_check.depth_exponents(shallow).values()) == {None}

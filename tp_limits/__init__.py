@@ -7,7 +7,7 @@
 * engines: :func:`simulate_limit` (infinite width; its rarely used knobs grouped in
   :class:`Knobs`), :func:`train_finite` (width n), both -> :class:`Trajectory`;
 * analysis: :func:`coord_check`, :func:`convergence`, :func:`dichotomy`,
-  :func:`lr_sweep`, :func:`depth_sweep`;
+  :func:`lr_sweep`, :func:`depth_sweep`, :func:`depth_check`;
 * data: :mod:`datasets` (real data sets shipped by installed packages);
   :mod:`schedules` (learning-rate schedules for a Routine).
 """
@@ -17,6 +17,7 @@ from .abc import ABC, Classification, mfp, mup, ntp, sp, spectral, table
 from .analysis.convergence import convergence
 from .analysis.coord_check import coord_check
 from .analysis.dichotomy import dichotomy
+from .analysis.depth_check import DepthCheck, depth_check
 from .analysis.depth_sweep import DepthSweep, depth_sweep
 from .analysis.lr_sweep import LRSweep, lr_sweep
 from .analysis.phase_diagram import phase_diagram
@@ -46,7 +47,7 @@ __all__ = [
     "initial_outputs", "kernel_points", "Trajectory", "Weights", "RunStatus", "Divergence", "Knobs",
     "from_mup", "MupTranslation", "to_torch", "from_torch", "TorchModel",
     "coord_check", "convergence", "dichotomy",
-    "lr_sweep", "LRSweep", "depth_sweep", "DepthSweep", "datasets", "schedules",
+    "lr_sweep", "LRSweep", "depth_sweep", "DepthSweep", "depth_check", "DepthCheck", "datasets", "schedules",
     "TPError", "InvalidParametrizationError", "SymbolicParametrizationError",
     "UnstableParametrizationError", "SpecError", "DivergenceError", "MemoryBudgetError",
     "BackendUnavailableError", "UnsupportedError", "__version__",
