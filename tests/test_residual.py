@@ -288,6 +288,9 @@ def test_depth_check_measures_the_predicted_exponents_in_k(residual, optimizer):
                    eval_inputs=X[:4], optimizer=tp.Adam() if adam else None)
     net = tp.MLP(tp.mup(3, optimizer=optimizer), 3, 1, phi="tanh", residual=residual)
     dc = tp.depth_check(net, r, [4, 8, 16, 32, 64], width=512, seeds=4, executor="serial")
+    verdict = residual.classify(optimizer).verdict
+    assert verdict == {0: "Depth-μP", 1: "unstable in training", -1: "trivial in depth"}[
+        int(residual.classify(optimizer).summed_update)]
     for q, (slope, _) in dc.slopes.items():
         assert abs(slope - dc.predicted[q]) < 0.15, (q, slope, dc.predicted[q])
     assert not dc.mismatches and "exponent in K" in str(dc.table())
@@ -303,3 +306,41 @@ def test_depth_check_refuses_what_it_cannot_fit():
         tp.depth_check(res, r, [4, 4])
     shallow = tp.MLP(tp.mup(3), 3, 2, phi="tanh", residual=tp.Residual(0.25, 0.0))
     assert set(tp.analysis.depth_check.depth_exponents(shallow).values()) == {None}
+
+
+@pytest.mark.parametrize("optimizer, block_depth",
+                         [("sgd", 1), ("adam", 1), ("muon", 1), ("sgd", 2), ("adam", 2)])
+def test_depth_classes_on_a_21_by_21_grid_follow_the_written_inequalities(optimizer,
+                                                                          block_depth):
+    """Every (α, γ) of the default grid (α = 0…2, γ = −1…1, steps of 1/10) against the
+    table of docs/theory.md §12.6 written out here on its own: α < ½ unstable at init;
+    then pα + γ < 1 unstable in training, > 1 trivial in depth; on the line, α = ½
+    Depth-μP, α = 1 with blocks of two CompleteP, else redundant."""
+    from fractions import Fraction as Fr
+
+    from tp_limits.abc.depth import depth_grid
+    p = 2 if optimizer == "sgd" else 1
+    grid = depth_grid(optimizer, block_depth)
+    assert len(grid) == 21 * 21
+    for (a, g), verdict in grid.items():
+        s = p * a + g
+        expected = ("unstable at init" if a < Fr(1, 2) else "unstable in training" if s < 1
+                    else "trivial in depth" if s > 1 else "Depth-μP" if a == Fr(1, 2)
+                    else "CompleteP" if a == 1 and block_depth == 2 else "redundant")
+        assert verdict == expected, (a, g, verdict)
+    assert sum(v == "Depth-μP" for v in grid.values()) == 1
+    preset = tp.Residual.depth_mup(optimizer, block_depth).classify(optimizer)
+    assert preset.verdict == "Depth-μP" and preset.maximal
+    assert tp.Residual.completep(optimizer, block_depth).classify(optimizer).verdict == \
+        ("CompleteP" if block_depth == 2 else "redundant")
+
+
+def test_depth_phase_diagram_draws_the_classes():
+    import matplotlib
+    matplotlib.use("Agg")
+    from tp_limits.analysis.phase_diagram import depth_phase_diagram
+    fig = depth_phase_diagram("adam", 2)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "Depth-μP" in labels and "CompleteP" in labels
+    with pytest.raises(tp.SpecError, match="optimizer"):
+        tp.Residual(0.5, 0.0).classify("rmsprop")

@@ -31,7 +31,6 @@ from ..errors import SpecError
 from ..finite.train import prepare_finite, train_finite
 from ..spec import MLP, Problem, Routine
 from ..spec.checks import check_int, finite_positive
-from ..spec.residual import BRANCH_POWERS
 from .fits import width_exponent
 
 QUANTITIES = ("block update", "feature change", "output change")
@@ -43,11 +42,11 @@ def depth_exponents(net: MLP) -> dict:
     res = net.residual
     if res is None:
         raise SpecError("a depth check needs a residual network (MLP(..., residual=...))")
-    if res.alpha < 0.5:
+    k = res.classify(net.param.optimizer)
+    if k.verdict == "unstable at init":
         return dict.fromkeys(QUANTITIES)
-    p = BRANCH_POWERS[net.param.optimizer]
-    grow = max(0.0, 1.0 - p * res.alpha - res.gamma)
-    return {"block update": -(p * res.alpha + res.gamma), "feature change": grow,
+    grow = float(max(0, k.summed_update))
+    return {"block update": float(k.block_update), "feature change": grow,
             "output change": grow}
 
 

@@ -144,3 +144,47 @@ def phase_diagram(param: ABC, x: str = "c", y: str = "b_{L+1}", x_range=(-2, 2),
     ax.legend(handles=[Patch(color=c, label=REGIME_LABELS[k]) for k, c in REGIME_COLORS.items()],
               loc="upper left", fontsize=8, framealpha=0.9)
     return fig
+
+
+DEPTH_COLORS = {"unstable at init": "#bdbdbd", "unstable in training": "#e6e6e6",
+                "trivial in depth": "#c6dbef", "redundant": "#fd8d3c", "Depth-μP": "#31a354",
+                "CompleteP": "#756bb1"}
+
+
+def depth_phase_diagram(optimizer: str = "sgd", block_depth: int = 1, alphas=None,
+                        gammas=None, ax=None):
+    """The depth classes (abc/depth.py, docs/theory.md §12.6) on a grid of branch exponents
+    α (x) and rate exponents γ (y), default 21 × 21; the maximal classes lie on the line
+    pα + γ = 1 and are drawn as markers.  Returns the Figure."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    from ..abc.depth import depth_grid
+
+    grid = depth_grid(optimizer, block_depth, alphas, gammas)
+    xs = sorted({a for a, _ in grid})
+    ys = sorted({g for _, g in grid})
+    order = list(DEPTH_COLORS)
+    codes = np.array([[order.index(grid[(a, g)]) for a in xs] for g in ys])
+    fx, fy = np.array(xs, float), np.array(ys, float)
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6, 5))
+    else:
+        fig = ax.figure
+    areas = np.where(codes >= 3, order.index("trivial in depth"), codes)
+    hx, hy = float(xs[1] - xs[0]) / 2, float(ys[1] - ys[0]) / 2
+    ax.imshow(areas, origin="lower", cmap=ListedColormap(list(DEPTH_COLORS.values())),
+              vmin=0, vmax=len(order) - 1, interpolation="nearest", aspect="auto",
+              extent=(fx[0] - hx, fx[-1] + hx, fy[0] - hy, fy[-1] + hy))
+    for verdict in order[3:]:
+        jj, ii = np.nonzero(codes == order.index(verdict))
+        ax.scatter(fx[ii], fy[jj], s=40 if verdict != "redundant" else 14,
+                   c=DEPTH_COLORS[verdict], edgecolors="k", linewidths=0.4, zorder=3)
+    ax.set_xlabel("branch exponent α (multiplier K^−α)")
+    ax.set_ylabel("rate exponent γ (block rates × K^−γ)")
+    ax.set_title(f"Depth classes, {optimizer}, blocks of {block_depth}", fontsize=10)
+    ax.legend(handles=[Patch(color=c, label=k) for k, c in DEPTH_COLORS.items()],
+              loc="upper right", fontsize=7, framealpha=0.9)
+    return fig

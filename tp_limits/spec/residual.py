@@ -19,14 +19,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..abc.depth import BRANCH_POWERS, classify_depth
 from ..errors import SpecError
 from .checks import _number, check_int
-
-#: how the per-block update scales with K for each update rule: an SGD step carries the
-#: branch multiplier twice (in the gradient and in the forward product), a normalized one
-#: (Adam, Muon) once; the presets below put the K blocks' summed update at Θ(1)
-BRANCH_POWERS = {"sgd": 2, "adam": 1, "muon": 1, "muon_adam": 1}
-
 
 def _finite(value, name: str) -> float:
     x = _number(value, name)
@@ -67,6 +62,11 @@ class Residual:
         if optimizer not in BRANCH_POWERS:
             raise SpecError(f"optimizer = {optimizer!r}; choose one of {tuple(BRANCH_POWERS)}")
         return cls(alpha, 1.0 - BRANCH_POWERS[optimizer] * alpha, block_depth)
+
+    def classify(self, optimizer: str = "sgd"):
+        """The depth class of (α, γ) under the update rule ``optimizer`` ('sgd', 'adam',
+        'muon'): abc/depth.py, docs/theory.md §12.6."""
+        return classify_depth(self.alpha, self.gamma, optimizer, self.block_depth)
 
     def check_depth(self, L: int) -> None:
         """L = 1 + K·block_depth hidden layers with K >= 1 blocks, or a SpecError."""
