@@ -187,7 +187,7 @@ def test_a_trivial_limit_moves_by_its_readout_bias_alone():
     np.testing.assert_allclose(f, f[:, :1] * np.ones_like(f), rtol=1e-13, atol=1e-15)
     shift, beta = 0.0, []
     for t in range(len(f)):
-        Xb, Yb = X6[2 * t:2 * t + 2], Y6[2 * t:2 * t + 2]
+        Yb = Y6[2 * t:2 * t + 2]
         shift -= 0.5 * np.sum((shift - Yb) / 2)
         beta.append(shift)
     np.testing.assert_allclose(lim.f_eval[1:, 0, 0], beta, rtol=1e-12)
