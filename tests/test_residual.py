@@ -344,3 +344,27 @@ def test_depth_phase_diagram_draws_the_classes():
     assert "Depth-μP" in labels and "CompleteP" in labels
     with pytest.raises(tp.SpecError, match="optimizer"):
         tp.Residual(0.5, 0.0).classify("rmsprop")
+
+
+@pytest.mark.parametrize("residual, L, bias", [
+    (None, 2, None), (tp.Residual.depth_mup("sgd"), 4, None),
+    (tp.Residual.completep("sgd"), 5, None), (tp.Residual(0.7, 0.3), 3, tp.Bias(0.5, 2.0))],
+    ids=["plain", "depth-mup", "completep blocks of 2", "alpha 0.7 with biases"])
+def test_the_exact_linear_limits_first_step_is_kernel_descent(residual, L, bias):
+    """Two independent computations of the same number: the exact linear engine's f̊_1
+    (Gaussian primitives, skips, Ż) and one step of descent with the kernel recursion of
+    docs/theory.md §12.3 over every layer (f̊_0 = 0 in μP, so f̊_1 = −η K(ξ, ξ_0) χ_0), to
+    1e-13, with per-layer σ and rate multipliers."""
+    from tp_limits.spec import Problem
+    net = tp.MLP(tp.mup(L), 3, 2, phi="id", residual=residual, bias=bias,
+                 sigma=[1.1, 0.9, 1.2, 0.8, 1.0, 1.3][:L + 1],
+                 lr_mult=[1.0, 2.0, 0.5, 1.5, 1.0, 0.7][:L + 1])
+    r = tp.Routine(lr=0.3, **N8_LONG)
+    lim = tp.simulate_limit(net, r)
+    assert lim.meta["method"] == "exact" and not np.any(lim.f_eval[0])
+    Xb, Yb = Problem(net, r).batch(0)
+    layers = tuple(range(1, L + 2)) + (() if bias is None else
+                                       tuple(f"b{l}" for l in range(1, L + 2)))
+    K = tp.ntk(net, N8_LONG["eval_inputs"], Xb, layers=layers)
+    np.testing.assert_allclose(lim.f_eval[1], -0.3 * K @ (-Yb / len(Yb)), rtol=1e-13,
+                               atol=1e-14)
