@@ -28,24 +28,13 @@ import numbers
 from dataclasses import dataclass
 
 from ..errors import SpecError
-from .checks import check_bool, finite_non_negative, finite_positive
+from .checks import check_bool, finite_non_negative, finite_positive, per_layer
 
 
-def _per_bias(values, name: str, count: int, check) -> tuple | None:
-    """One constant per bias from a number or a sequence (None: not given)."""
-    if values is None:
-        return None
-    if isinstance(values, numbers.Real) and not isinstance(values, bool):
-        return (check(values, name),) * count
-    try:
-        vals = list(values)
-    except TypeError:
-        raise SpecError(f"{name} = {values!r} must be a number or one number per bias") from None
-    if len(vals) != count:
-        what = "hidden biases" if name.endswith("sigma") else "hidden biases and the readout"
-        raise SpecError(f"{name} has {len(vals)} entries; give one per bias ({count}: the "
-                        f"{what})")
-    return tuple(check(v, f"{name}[{i}]") for i, v in enumerate(vals))
+def _per_bias(values, name: str, count: int, check) -> tuple:
+    """One constant per bias from a number or a sequence."""
+    what = "hidden biases" if name.endswith("sigma") else "hidden biases and the readout"
+    return per_layer(values, name, count, check, f"bias (the {what})")
 
 
 @dataclass(frozen=True, init=False)

@@ -80,19 +80,22 @@ def _number(value, name: str) -> float:
         raise SpecError(f"{name} = {value!r} must be a number") from None
 
 
-def per_layer(values, name: str, L1: int) -> tuple:
-    """One positive constant per layer 1..L+1 from a scalar, a sequence, or None (all 1)."""
+def per_layer(values, name: str, L1: int, check=None, each: str = "layer 1..L+1") -> tuple:
+    """One constant per layer 1..L+1 (or per ``each``) from a scalar, a sequence, or None
+    (all 1), each passed through ``check`` (default: finite and positive)."""
+    check = check or finite_positive
     if values is None:
         return (1.0,) * L1
-    if isinstance(values, numbers.Real):
-        return (finite_positive(values, name),) * L1
+    if isinstance(values, numbers.Real) and not isinstance(values, bool):
+        return (check(values, name),) * L1
     try:
         vals = list(values)
     except TypeError:
-        raise SpecError(f"{name} = {values!r} must be a number or one number per layer") from None
+        raise SpecError(f"{name} = {values!r} must be a number or one number per "
+                        f"{each.split()[0]}") from None
     if len(vals) != L1:
-        raise SpecError(f"{name} has {len(vals)} entries; give one per layer 1..L+1 ({L1})")
-    return tuple(finite_positive(v, f"{name}[{i}]") for i, v in enumerate(vals))
+        raise SpecError(f"{name} has {len(vals)} entries; give one per {each} ({L1})")
+    return tuple(check(v, f"{name}[{i}]") for i, v in enumerate(vals))
 
 
 def as_matrix(a, name: str, dtype=np.float64) -> np.ndarray:
