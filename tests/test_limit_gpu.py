@@ -39,7 +39,8 @@ def _problem(L, adam=False):
 def _newer_engine(case):
     """(net, routine, options) of the engines added after the first device check: Muon
     (one hidden layer through the deep engine, Newton–Schulz and exact polar, Adam on the
-    vector layers), residual blocks of one and two layers, a learning-rate schedule."""
+    vector layers), residual blocks of one and two layers, biases, a learning-rate
+    schedule."""
     schedule = tp.schedules.warmup_cosine(0.4, tp.Routine(lr=0.4, **N8_LONG).steps, warmup=1)
     muon = dict(lr=0.05, **N8_LONG)
     return {
@@ -63,6 +64,8 @@ def _newer_engine(case):
         "residual muon": (tp.MLP(tp.mup(3, optimizer="muon"), 3, 2, phi="tanh",
                                  residual=tp.Residual.depth_mup("muon")),
                           tp.Routine(optimizer=tp.Muon(), **muon), {}),
+        "biases deep": (tp.MLP(tp.mup(2), 3, 2, phi="tanh", bias=tp.Bias(0.5, 2.0)),
+                        tp.Routine(lr=0.3, **N8_LONG), {}),
         "schedule deep momentum": (tp.MLP(tp.mup(2), 3, 2, phi="tanh"),
                                    tp.Routine(lr=schedule, optimizer=tp.SGD(momentum=0.8),
                                               **N8_LONG), {}),
@@ -75,13 +78,13 @@ def _newer_engine(case):
 CASES = ["deep L=3 stein", "deep L=2 tangent", "deep L=2 adam", "deep L=3 stein float32",
          "one hidden", "one hidden adam", "muon L=1", "muon L=2 newton-schulz",
          "muon L=2 polar decay", "muon L=2 adam vectors", "residual K=2",
-         "residual blocks of 2", "residual muon", "schedule deep momentum",
+         "residual blocks of 2", "residual muon", "biases deep", "schedule deep momentum",
          "schedule one hidden adam"]
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_gpu_engine_matches_cpu_engine_number_for_number(case):
-    if case.startswith(("muon", "residual", "schedule")):
+    if case.startswith(("muon", "residual", "schedule", "biases")):
         net, r, extra = _newer_engine(case)
     else:
         L = 1 if "one" in case else int(case.split("L=")[1][0])
@@ -102,13 +105,17 @@ def test_gpu_engine_matches_cpu_engine_number_for_number(case):
     assert np.abs(cpu.f_eval[-1] - cpu.f_eval[0]).max() > 1e-3
 
 
-@pytest.mark.parametrize("case", ["muon", "residual blocks of 2 with adam", "spectral init"])
+@pytest.mark.parametrize("case", ["muon", "residual blocks of 2 with adam", "spectral init",
+                                  "biases"])
 def test_gpu_finite_network_matches_numpy(case):
     """Finite networks of the newer layer kinds and optimizers: the same weights (drawn on
     the host) trained on either backend agree to 1e-10 in float64."""
     if case == "muon":
         net, r = tp.MLP(tp.mup(3, optimizer="muon"), 3, 2, phi="tanh"), \
             tp.Routine(lr=0.05, optimizer=tp.Muon(), **N8_LONG)
+    elif case == "biases":
+        net, r = tp.MLP(tp.mup(2), 3, 2, phi="tanh", bias=tp.Bias(0.5, 2.0)), \
+            tp.Routine(lr=0.3, optimizer=tp.SGD(momentum=0.9), **N8_LONG)
     elif case == "spectral init":
         net, r = tp.MLP(tp.mup(2), 3, 2, phi="tanh", init="spectral"), \
             tp.Routine(lr=0.3, **N8_LONG)
