@@ -28,13 +28,25 @@ import numbers
 from dataclasses import dataclass
 
 from ..errors import SpecError
-from .checks import check_bool, finite_non_negative, finite_positive, per_layer
+from .checks import (check_bool, finite_non_negative, finite_positive, per_layer,
+                     repeat_hidden)
 
 
 def _per_bias(values, name: str, count: int, check) -> tuple:
     """One constant per bias from a number or a sequence."""
     what = "hidden biases" if name.endswith("sigma") else "hidden biases and the readout"
     return per_layer(values, name, count, check, f"bias (the {what})")
+
+
+def _given(value, name: str, check):
+    """A number, checked, or a sequence of them as a tuple (its length fixes the depth)."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return check(value, name)
+    try:
+        count = len(list(value))
+    except TypeError:
+        raise SpecError(f"{name} = {value!r} must be a number or one number per bias") from None
+    return _per_bias(value, name, count, check)
 
 
 @dataclass(frozen=True, init=False)
@@ -49,16 +61,8 @@ class Bias:
     readout: bool
 
     def __init__(self, sigma=0.0, lr_mult=1.0, readout: bool = True):
-        if isinstance(sigma, numbers.Real) and not isinstance(sigma, bool):
-            sigma = finite_non_negative(sigma, "Bias sigma")
-        else:
-            sigma = _per_bias(sigma, "Bias sigma", len(list(sigma)), finite_non_negative)
-        if isinstance(lr_mult, numbers.Real) and not isinstance(lr_mult, bool):
-            lr_mult = finite_positive(lr_mult, "Bias lr_mult")
-        else:
-            lr_mult = _per_bias(lr_mult, "Bias lr_mult", len(list(lr_mult)), finite_positive)
-        object.__setattr__(self, "sigma", sigma)
-        object.__setattr__(self, "lr_mult", lr_mult)
+        object.__setattr__(self, "sigma", _given(sigma, "Bias sigma", finite_non_negative))
+        object.__setattr__(self, "lr_mult", _given(lr_mult, "Bias lr_mult", finite_positive))
         object.__setattr__(self, "readout", check_bool(readout, "Bias readout"))
 
     def sigmas(self, L: int) -> tuple:
@@ -78,15 +82,9 @@ class Bias:
     def with_depth(self, L: int) -> "Bias":
         """The same biases for ``L`` hidden layers: the hidden biases' constants (which must
         agree) repeated."""
-        out = {}
-        for name, v, extra in (("sigma", self.sigma, 0), ("lr_mult", self.lr_mult, 1)):
-            if isinstance(v, tuple):
-                hidden = v[1:len(v) - extra] if len(v) - extra > 1 else ()
-                if any(x != hidden[0] for x in hidden):
-                    raise SpecError(f"the hidden biases' {name} differ ({list(hidden)}): give "
-                                    "them one value to change the depth")
-                v = (v[0],) + (hidden[0] if hidden else v[0],) * (L - 1) + v[len(v) - extra:]
-            out[name] = v
+        out = {name: repeat_hidden(v, L, tail, f"the hidden biases' {name}")
+               if isinstance(v, tuple) else v
+               for name, v, tail in (("sigma", self.sigma, 0), ("lr_mult", self.lr_mult, 1))}
         return Bias(out["sigma"], out["lr_mult"], self.readout)
 
     def to_json(self) -> dict:

@@ -98,6 +98,19 @@ def per_layer(values, name: str, L1: int, check=None, each: str = "layer 1..L+1"
     return tuple(check(v, f"{name}[{i}]") for i, v in enumerate(vals))
 
 
+def repeat_hidden(values: tuple, L: int, tail: int, what: str) -> tuple:
+    """``values`` (the first entry, the hidden layers' entries, then ``tail`` more) rebuilt
+    for L hidden layers: the hidden entries, which must agree, repeated L − 1 times."""
+    hidden = values[1:len(values) - tail]
+    if not hidden:
+        raise SpecError(f"{what} have no entry to repeat: build the network at the depth "
+                        "you need")
+    if any(x != hidden[0] for x in hidden):
+        raise SpecError(f"{what} differ ({list(hidden)}): give them one value to change the "
+                        "depth")
+    return (values[0],) + (hidden[0],) * (L - 1) + values[len(values) - tail:]
+
+
 def as_matrix(a, name: str, dtype=np.float64) -> np.ndarray:
     """A read-only, finite, 2-D float array (rows = examples)."""
     try:

@@ -22,7 +22,8 @@ from ..errors import SpecError
 from ..nonlinearities import Nonlinearity, get_nonlinearity
 from . import initializations
 from .bias import Bias
-from .checks import check_choice, check_int, finite_nonzero, finite_positive, per_layer
+from .checks import (check_choice, check_int, finite_nonzero, finite_positive, per_layer,
+                     repeat_hidden)
 from .residual import Residual
 
 
@@ -161,12 +162,8 @@ class MLP:
         """This network with ``L`` hidden layers: the parametrization's hidden exponents and
         the hidden layers' σ and rate multipliers (which must agree) repeated."""
         param = self.param.with_depth(L)
-        per = {}
-        for name, v in (("sigma", self.sigma), ("lr_mult", self.lr_mult)):
-            if any(x != v[1] for x in v[1:-1]):
-                raise SpecError(f"the hidden layers' {name} differ ({list(v[1:-1])}): give "
-                                "them one value to change the depth")
-            per[name] = (v[0],) + (v[1],) * (L - 1) + (v[-1],)
+        per = {name: repeat_hidden(v, L, 1, f"the hidden layers' {name}")
+               for name, v in (("sigma", self.sigma), ("lr_mult", self.lr_mult))}
         return MLP(param, self.d_in, self.d_out, self.phi, per["sigma"], per["lr_mult"],
                    self.readout_multiplier, self.output_scale, self.init, self.residual,
                    None if self.bias is None else self.bias.with_depth(L))
