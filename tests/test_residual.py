@@ -316,7 +316,8 @@ def test_depth_classes_on_a_21_by_21_grid_follow_the_written_inequalities(optimi
     """Every (α, γ) of the default grid (α = 0…2, γ = −1…1, steps of 1/10) against the
     table of docs/theory.md §12.6 written out here on its own: α < ½ unstable at init;
     then pα + γ < 1 unstable in training, > 1 trivial in depth; on the line, α = ½
-    Depth-μP, α = 1 with blocks of two CompleteP, else redundant."""
+    Depth-μP, α = 1 with blocks of two CompleteP, α > 1 with blocks of two unfaithful, else
+    redundant."""
     from fractions import Fraction as Fr
 
     from tp_limits.abc.depth import depth_grid
@@ -327,7 +328,8 @@ def test_depth_classes_on_a_21_by_21_grid_follow_the_written_inequalities(optimi
         s = p * a + g
         expected = ("unstable at init" if a < Fr(1, 2) else "unstable in training" if s < 1
                     else "trivial in depth" if s > 1 else "Depth-μP" if a == Fr(1, 2)
-                    else "CompleteP" if a == 1 and block_depth == 2 else "redundant")
+                    else "CompleteP" if a == 1 and block_depth == 2
+                    else "unfaithful" if a > 1 and block_depth == 2 else "redundant")
         assert verdict == expected, (a, g, verdict)
     assert sum(v == "Depth-μP" for v in grid.values()) == 1
     preset = tp.Residual.depth_mup(optimizer, block_depth).classify(optimizer)
@@ -369,3 +371,108 @@ def test_the_exact_linear_limits_first_step_is_kernel_descent(residual, L, bias)
     K = tp.ntk(net, N8_LONG["eval_inputs"], Xb, layers=layers)
     np.testing.assert_allclose(lim.f_eval[1], -0.3 * K @ (-Yb / len(Yb)), rtol=1e-13,
                                atol=1e-14)
+
+
+def _published_class(alpha, gamma_update):
+    """The published classification of residual networks with blocks of one (its claims on
+    stability at initialization and in training, nontriviality, faithfulness and
+    redundancy, and its figure of regions), in its own exponents: branch multiplier
+    L^{−α}, parameter update L^{−γ} (docs/theory.md §12.6)."""
+    from fractions import Fraction as Fr
+    if alpha < Fr(1, 2):
+        return "unstable at init"
+    if alpha + gamma_update < 1:
+        return "unstable in training"
+    if alpha + gamma_update > 1:
+        return "trivial in depth"
+    if alpha == Fr(1, 2):
+        return "Depth-μP"
+    return "unfaithful" if alpha > 1 else "redundant"
+
+
+@pytest.mark.parametrize("optimizer, differences", [("sgd", 0), ("adam", 10)])
+def test_depth_classes_against_the_published_classification(optimizer, differences):
+    """The 21 × 21 grid against the published classes. Its γ is the exponent of the update:
+    this package's rate exponent plus (p − 1)α (SGD's gradient carries the multiplier once
+    more). The one difference is of architecture: the published blocks φ(W x) feed W's
+    output to a nonlinearity, so α > 1 on the maximal line is unfaithful there; these
+    blocks W φ(h) do not, and stay redundant. With blocks of two the inner W_a φ(h) is fed
+    to φ, and the same points are unfaithful here too."""
+    from tp_limits.abc.depth import BRANCH_POWERS, depth_grid
+    p = BRANCH_POWERS[optimizer]
+    grid = depth_grid(optimizer, 1)
+    differ = {}
+    for (a, g), verdict in grid.items():
+        published = _published_class(a, g + (p - 1) * a)
+        if verdict != published:
+            differ[(a, g)] = (verdict, published)
+    assert len(differ) == differences
+    assert set(differ) == {(a, g) for a, g in grid if a > 1 and p * a + g == 1}
+    assert set(differ.values()) <= {("redundant", "unfaithful")}
+    two = depth_grid(optimizer, 2)
+    assert all(two[point] == "unfaithful" for point in differ)
+    assert sum(v == "unfaithful" for v in two.values()) == differences
+
+
+def _published_linear_recursion(xi, y, L):
+    """f̊_t of the published finite-depth recursion for a linear residual network (its
+    Γ and C functions, written out from its lemma): x⁰ = ξ U, xˡ = xˡ⁻¹ + L^{−½} Wˡ xˡ⁻¹,
+    f = ⟨x^L, nV⟩, U and V fixed, Wˡ of variance 1/n, SGD with rate 1 on one input per
+    step and ℓ = ½(f − y)².  Γ[a][t, l] holds the coefficients of xˡ_t (a = 0) or δxˡ_t
+    (a = 1) on U and nV (Gu) and, times √L, on the hats of layer m at step r, forward
+    (b = 0) or backward (b = 1) (Gh); C[0][m] = ⟨x^{m−1}_t x^{m−1}_s⟩ and
+    C[1][m] = ⟨δx^m_t δx^m_s⟩ are the hats' covariances."""
+    T = len(xi)
+    Gu = np.zeros((2, T, L + 1, 2))
+    Gh = np.zeros((2, T, L + 1, T, 2, L + 1))
+    C = np.zeros((2, L + 1, T, T))
+    f = np.zeros(T)
+
+    def cov(a, l, t, s):
+        """Σ_{t′, s′, b} ∫ Γ_{t,t′,a,b}(l, q) C_{t′,s′,b}(q) Γ_{s,s′,a,b}(l, q) dq."""
+        out = Gu[a, t, l] @ Gu[a, s, l]
+        for b in (0, 1):
+            out += np.einsum("im,mij,jm->", Gh[a, t, l, :, b, 1:], C[b, 1:],
+                             Gh[a, s, l, :, b, 1:]) / L
+        return out
+
+    for t in range(T):
+        Gu[0, t, 0, 0] = xi[t]
+        for l in range(1, L + 1):                    # forward
+            for s in range(t + 1):
+                C[0, l, t, s] = C[0, l, s, t] = cov(0, l - 1, t, s)
+            Gu[0, t, l], Gh[0, t, l] = Gu[0, t, l - 1], Gh[0, t, l - 1]
+            Gh[0, t, l, t, 0, l] += 1.0
+            for s in range(t):
+                w = (Gh[0, t, l - 1, s, 1, l] - C[0, l, t, s]) / L
+                Gu[0, t, l] += w * Gu[1, s, l]
+                Gh[0, t, l] += w * Gh[1, s, l]
+        f[t] = Gu[0, t, L, 1]
+        Gu[1, t, L, 1] = f[t] - y[t]
+        for l in range(L, 0, -1):                    # backward
+            for s in range(t + 1):
+                C[1, l, t, s] = C[1, l, s, t] = cov(1, l, t, s)
+            Gu[1, t, l - 1], Gh[1, t, l - 1] = Gu[1, t, l], Gh[1, t, l]
+            Gh[1, t, l - 1, t, 1, l] += 1.0
+            for s in range(t):
+                w = (Gh[1, t, l, s, 0, l] - C[1, l, t, s]) / L
+                Gu[1, t, l - 1] += w * Gu[0, s, l - 1]
+                Gh[1, t, l - 1] += w * Gh[0, s, l - 1]
+    return f
+
+
+@pytest.mark.parametrize("K", [1, 2, 4, 8])
+def test_the_exact_linear_residual_engine_is_the_published_recursion(K):
+    """Depth-μP (α = ½, γ = 0), SGD at rate 1, the input layer and the readout frozen
+    (lr_mult 0): the exact engine's outputs on the training inputs equal the published
+    recursion's, written out above, to 1e-10 at every step."""
+    rng = np.random.default_rng(11)
+    T = 7
+    xi = rng.choice([-1.0, 1.0], T) * rng.uniform(0.6, 1.4, T)
+    y = rng.standard_normal(T)
+    published = _published_linear_recursion(xi, y, K)
+    net = tp.MLP(tp.mup(K + 1), 1, 1, phi="id", residual=tp.Residual.depth_mup("sgd"),
+                 lr_mult=[0.0] + [1.0] * K + [0.0])
+    tr = tp.simulate_limit(net, tp.Routine(xi[:, None], y[:, None], lr=1.0, batch_size=1))
+    assert np.max(np.abs(published[1:])) > 0.1        # the network has moved
+    np.testing.assert_allclose(tr.f_train[:, 0, 0], published, rtol=0, atol=1e-10)

@@ -106,3 +106,17 @@ def test_problem_batches_and_targets():
     with pytest.raises(tp.SpecError, match="d_out > 1"):
         Problem(tp.MLP(tp.mup(1), 2, 1), r)
     assert np.array_equal(tp.kernel_points(r), D1_X[:2])
+
+
+def test_a_zero_rate_multiplier_freezes_its_layer():
+    """lr_mult_l = 0 keeps layer l at its initialization (the published infinite-depth
+    analysis fixes the input layer and the readout); all zero is refused."""
+    rng = np.random.default_rng(0)
+    r = tp.Routine(rng.standard_normal((6, 3)), rng.standard_normal((6, 2)), lr=0.1,
+                   batch_size=2)
+    net = tp.MLP(tp.mup(2), 3, 2, lr_mult=[0, 1.5, 0])
+    w = tp.train_finite(net, r, 64, seed=0, keep_weights=True, record=()).weights
+    assert np.array_equal(w.initial[0], w.final[0]) and np.array_equal(w.initial[2], w.final[2])
+    assert not np.array_equal(w.initial[1], w.final[1])
+    with pytest.raises(tp.SpecError, match="nothing would train"):
+        tp.MLP(tp.mup(2), 3, 2, lr_mult=[0, 0, 0])

@@ -23,9 +23,20 @@ Depth-μP               α = ½, pα + γ = 1            stable, the blocks' sum
                                                     diversity)
 CompleteP              α = 1, pα + γ = 1,           blocks of two layers: stable and maximal,
                        blocks of two                each branch starting at Θ(1/K)
+unfaithful             α > 1, pα + γ = 1,           blocks of two layers: each matrix's
+                       blocks of two                update grows like K^{α−1}, so the inner
+                                                    pre-activation W_a φ(h), the input of the
+                                                    block's nonlinearity, blows up in training
 redundant              α > ½, pα + γ = 1            stable and maximal, but the branches'
                        (otherwise)                  initial parts vanish, Θ(K^{½−α})
 =====================  ===========================  ==========================================
+
+These are the published infinite-depth classes (docs/theory.md §12.6 states them and the
+translation: the published rate exponent is that of the update, γ + (p − 1)α here), with
+one difference of architecture: the published blocks put the nonlinearity after the
+matrix, φ(W x), so there α > 1 on the maximal line is unfaithful with blocks of one too;
+this package's blocks of one, W φ(h), feed no nonlinearity with W's output, and stay
+redundant there.
 
 The width classification (§1) is unchanged at every K; this is the depth half.
 """
@@ -41,7 +52,7 @@ from ..errors import SpecError
 BRANCH_POWERS = {"sgd": 2, "adam": 1, "muon": 1, "muon_adam": 1}
 
 DEPTH_CLASSES = ("unstable at init", "unstable in training", "trivial in depth", "Depth-μP",
-                 "CompleteP", "redundant")
+                 "CompleteP", "unfaithful", "redundant")
 
 
 def _exact(x, name: str) -> Fraction:
@@ -125,6 +136,12 @@ def classify_depth(alpha, gamma, optimizer: str = "sgd", block_depth: int = 1
         verdict = "CompleteP"
         reason = ("α = 1 and pα + γ = 1 on blocks of two layers: stable and maximal, each "
                   "branch starting at Θ(1/K)")
+    elif a > 1 and block_depth == 2:
+        verdict = "unfaithful"
+        reason = (f"α = {a} > 1 and pα + γ = 1 on blocks of two layers: each matrix's update "
+                  f"grows like K^({a - 1}) against its initialization, so the inner "
+                  "pre-activation W_a φ(h), the input of the block's nonlinearity, blows up "
+                  "in training")
     else:
         verdict = "redundant"
         reason = (f"α = {a} > ½ and pα + γ = 1: stable and maximal, but the branches' "

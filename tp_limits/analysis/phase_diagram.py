@@ -148,7 +148,7 @@ def phase_diagram(param: ABC, x: str = "c", y: str = "b_{L+1}", x_range=(-2, 2),
 
 DEPTH_COLORS = {"unstable at init": "#bdbdbd", "unstable in training": "#e6e6e6",
                 "trivial in depth": "#c6dbef", "redundant": "#fd8d3c", "Depth-μP": "#31a354",
-                "CompleteP": "#756bb1"}
+                "CompleteP": "#756bb1", "unfaithful": "#de2d26"}
 
 
 def depth_phase_diagram(optimizer: str = "sgd", block_depth: int = 1, alphas=None,

@@ -22,8 +22,8 @@ from ..errors import SpecError
 from ..nonlinearities import Nonlinearity, get_nonlinearity
 from . import initializations
 from .bias import Bias
-from .checks import (check_choice, check_int, finite_nonzero, finite_positive, per_layer,
-                     repeat_hidden)
+from .checks import (check_choice, check_int, finite_non_negative, finite_nonzero,
+                     finite_positive, per_layer, repeat_hidden)
 from .residual import Residual
 
 
@@ -83,6 +83,15 @@ class LimitConstants:
     bias: "LimitConstants | None" = None
 
 
+def _rate_multiplier(value, name: str) -> float:
+    """A learning-rate multiplier: a finite number >= 0, where 0 freezes the layer."""
+    try:
+        return finite_non_negative(value, name)
+    except SpecError:
+        raise SpecError(f"{name} = {value!r} must be a positive finite number, or 0 to freeze "
+                        "the layer") from None
+
+
 @dataclass(frozen=True, init=False)
 class MLP:
     """An MLP with an abc-parametrization and width-independent constants.
@@ -91,7 +100,9 @@ class MLP:
     w^l ~ N(0, σ_l² n^{-2 b_l}), learning rate of layer l = η · lr_mult_l · n^{-c_l}.
 
     ``sigma`` (σ_l) and ``lr_mult`` are per-layer constants (scalar or L+1
-    values); ``readout_multiplier`` is α.  ``output_scale`` s is the
+    values); ``lr_mult_l = 0`` freezes layer l at its initialization (the published
+    infinite-depth analysis keeps the input and output layers fixed, docs/theory.md
+    §12.2); ``readout_multiplier`` is α.  ``output_scale`` s is the
     init-scale knob of docs/theory.md §7.3: every σ_l is multiplied by s and
     the output by s^{-(L+1)}.  For positively homogeneous φ (relu, id),
     training with learning rate s² η then reproduces the s = 1 training
@@ -130,7 +141,10 @@ class MLP:
         object.__setattr__(self, "d_out", check_int(d_out, "d_out"))
         object.__setattr__(self, "phi", phi)
         object.__setattr__(self, "sigma", per_layer(sigma, "sigma", L1))
-        object.__setattr__(self, "lr_mult", per_layer(lr_mult, "lr_mult", L1))
+        object.__setattr__(self, "lr_mult", per_layer(lr_mult, "lr_mult", L1, _rate_multiplier))
+        if not any(self.lr_mult):
+            raise SpecError("lr_mult is 0 for every layer: nothing would train; give at least "
+                            "one layer a positive rate multiplier")
         object.__setattr__(self, "readout_multiplier",
                            finite_nonzero(readout_multiplier, "readout_multiplier"))
         object.__setattr__(self, "output_scale", finite_positive(output_scale, "output_scale"))
