@@ -102,7 +102,7 @@ class MLP:
     ``sigma`` (σ_l) and ``lr_mult`` are per-layer constants (scalar or L+1
     values); ``lr_mult_l = 0`` freezes layer l at its initialization (the published
     infinite-depth analysis keeps the input and output layers fixed, docs/theory.md
-    §12.2); ``readout_multiplier`` is α.  ``output_scale`` s is the
+    §12.3); ``readout_multiplier`` is α.  ``output_scale`` s is the
     init-scale knob of docs/theory.md §7.3: every σ_l is multiplied by s and
     the output by s^{-(L+1)}.  For positively homogeneous φ (relu, id),
     training with learning rate s² η then reproduces the s = 1 training
