@@ -47,6 +47,10 @@ def interrupt(proc, text):
     t0 = time.time()
     try:
         proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        time.sleep(0.3)
+        raise AssertionError("still running 30 s after Ctrl-C; its output so far:\n"
+                             + text["err"][-3000:]) from None
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
