@@ -31,12 +31,13 @@ redundant              α > ½, pα + γ = 1            stable and maximal, but 
                        (otherwise)                  initial parts vanish, Θ(K^{½−α})
 =====================  ===========================  ==========================================
 
-These are the published infinite-depth classes (docs/theory.md §12.6 states them and the
-translation: the published rate exponent is that of the update, γ + (p − 1)α here), with
-one difference of architecture: the published blocks put the nonlinearity after the
-matrix, φ(W x), so there α > 1 on the maximal line is unfaithful with blocks of one too;
-this package's blocks of one, W φ(h), feed no nonlinearity with W's output, and stay
-redundant there.
+For blocks of one these are the published infinite-depth classes (docs/theory.md §12.6
+states them and the translation: the published rate exponent is that of the update,
+γ + (p − 1)α here), with one difference of architecture: the published blocks put the
+nonlinearity after the matrix, φ(W x), so there α > 1 on the maximal line is unfaithful
+with blocks of one too; this package's blocks of one, W φ(h), feed no nonlinearity with
+W's output, and stay redundant there.  CompleteP and the unfaithful blocks of two are not
+in the published regions (it finds every choice for blocks of two defective).
 
 The width classification (§1) is unchanged at every K; this is the depth half.
 """
