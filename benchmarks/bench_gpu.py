@@ -2,6 +2,7 @@
 
     python benchmarks/bench_gpu.py [--deep-Ns 100000,1000000] [--T 200] [--one-N 10000000]
                                    [--kinds sgd,muon,residual] [--passes] [--largest-T]
+                                   [--staged] [--solves] [--profile N:T] [--horizon T,T,...]
     python benchmarks/bench_gpu.py --host [--kinds sgd,muon,residual]
 
 (``--host`` times the same deep jobs at N = 10⁵ with the NumPy engine, for the
@@ -26,11 +27,23 @@ All columns from one run on one device:
   step at the read-modify-write bandwidth) and the compute floor (the
   2B + E evaluations of tanh at the device's measured tanh rate plus the
   step's multiply-adds at its measured scalar FMA rate, as in bench_limit.py);
+* ``--staged``: every deep job also with the staged device pieces (the one-read
+  history pass of passes_cuda.py, the direct triangular solves of gram.py, Muon's k × k
+  work on the device), which become the device's defaults once measured here;
+* ``--solves``: a Gram factor's two triangular solves, the library's against the direct
+  trsm; ``--profile N:T``: where a deep run's time goes (synchronized timers around the
+  passes, the Gram factors, the host's m × m roots and the draws); ``--horizon``: wall
+  time and device memory of the deep job at N = 10⁵ for each T, with the growth
+  exponent between the two largest;
+* the one-hidden-layer table has three kernels: inputs through pointers (the default),
+  in constant memory, and in constant memory with registers for two blocks per
+  multiprocessor;
 * --largest-T: the largest T whose deep job at N = 10⁵ fits the engine's memory
   guard (float64 and float32 storage), the times of T = 400 and 800 (float64), the
   growth exponent between them and the time it projects for the largest T.
 """
 import argparse
+import contextlib
 import time
 
 import numpy as np
@@ -41,7 +54,9 @@ import tp_limits as tp
 from tp_limits.engine.backend import get_backend
 from tp_limits.engine.cuda_source import FAST_TANH
 from tp_limits.errors import MemoryBudgetError
+from tp_limits.limit.deep.gram import direct_triangular_solver
 from tp_limits.limit.deep.passes import ArrayPasses
+from tp_limits.limit.deep.passes_cuda import CudaPasses
 from tp_limits.limit.one_hidden.blocks import block_size
 from tp_limits.limit.one_hidden.contract import SweepData, sweep_args
 from tp_limits.limit.one_hidden.sweep_cuda import sweep_cuda
@@ -134,21 +149,126 @@ def largest_T(N, dtype, backend):
     return lo
 
 
-def pass_times(b, read_bw, N=1_000_000, k=400, m=12, r=4):
-    """Each ArrayPasses pass over k stored rows against k N 8 bytes at the read bandwidth."""
+def pass_times(b, read_bw, shapes=((400, 1_000_000), (8000, 100_000)), m=12, r=4):
+    """Each pass over k stored rows of N particles against k N 8 bytes at the read
+    bandwidth: the array passes, and the conditional mean with its cross products both
+    ways (two reads of the hats, ArrayPasses; one read, passes_cuda.py)."""
     cp = b.xp
-    g = cp.random.default_rng(3)
-    R, V, C = g.standard_normal((k, N)), g.standard_normal((m, N)), g.standard_normal((k, m))
-    Z, P = g.standard_normal((m, N)), ArrayPasses(cp)
-    ideal = k * N * 8 / read_bw
-    print("\n| pass (k = 400, N = 10⁶, m = 12) | wall (ms) | its reads at the bandwidth (ms) | "
-          "fraction |\n|---|---|---|---|")
-    for name, fn in (("rows_times R Vᵀ", lambda: P.rows_times(R, V)),
-                     ("times_rows Cᵀ R", lambda: P.times_rows(C, R)),
-                     ("times_rows into out", lambda: P.times_rows(C, R, out=Z)),
-                     ("mean_and_cross (two reads)", lambda: P.mean_and_cross(C, R, Z.copy(), r))):
-        t = best(fn, b.synchronize)
-        print(f"| {name} | {t * 1e3:.2f} | {ideal * 1e3:.2f} | {ideal / t:.0%} |", flush=True)
+    print("\n| pass | k | N | wall (ms) | its reads at the bandwidth (ms) | fraction |\n"
+          "|---|---|---|---|---|---|")
+    for k, N in shapes:
+        g = cp.random.default_rng(3)
+        R, V, C = g.standard_normal((k, N)), g.standard_normal((m, N)), g.standard_normal((k, m))
+        Z, A, F = g.standard_normal((m, N)), ArrayPasses(cp), CudaPasses(cp)
+        gram = R @ R.T / N
+        ideal = k * N * 8 / read_bw
+        for name, fn in (("rows_times R Vᵀ", lambda: A.rows_times(R, V)),
+                         ("times_rows Cᵀ R", lambda: A.times_rows(C, R)),
+                         ("times_rows into out", lambda: A.times_rows(C, R, out=Z)),
+                         ("mean_and_cross, two reads", lambda: A.mean_and_cross(C, R, Z.copy(), r)),
+                         ("mean_and_cross, fused (one read)",
+                          lambda: F.mean_and_cross(C, R, Z.copy(), r, gram))):
+            t = best(fn, b.synchronize)
+            print(f"| {name} | {k} | {N:,} | {t * 1e3:.2f} | {ideal * 1e3:.2f} | "
+                  f"{ideal / t:.0%} |", flush=True)
+        a, f = Z.copy(), Z.copy()
+        ca, cf = A.mean_and_cross(C, R, a, r), F.mean_and_cross(C, R, f, r, gram)
+        print(f"fused vs two reads, k = {k}: new rows {float(cp.abs(a - f).max()):.1e}, cross "
+              f"products {float(cp.abs(ca - cf).max() / cp.abs(ca).max()):.1e} (relative)",
+              flush=True)
+        del R, V, Z, gram
+
+
+def solve_times(b, ks=(2000, 8000), ms=(4, 12)):
+    """A Gram factor's two triangular solves: the library's solve (which copies the k × k
+    block to column-major order) against the direct trsm of gram.py."""
+    from cupyx.scipy.linalg import solve_triangular
+    cp = b.xp
+    direct = direct_triangular_solver()
+    print("\n| k | m | library solve (ms) | direct trsm (ms) | ratio | max difference |\n"
+          "|---|---|---|---|---|---|")
+    for k in ks:
+        g = cp.random.default_rng(4)
+        A = g.standard_normal((k + 64, k + 64)) / np.sqrt(k)
+        Lf = cp.linalg.cholesky(A @ A.T + cp.eye(k + 64))
+        L = Lf[:k, :k]                    # a leading block of a larger array, as in gram.py
+        for m in ms:
+            x = g.standard_normal((k, m))
+
+            def lib():
+                return solve_triangular(L, solve_triangular(L, x, lower=True), lower=True,
+                                        trans="T")
+
+            def new():
+                return direct(L, direct(L, x, lower=True), lower=True, trans="T")
+            t0, t1 = best(lib, b.synchronize), best(new, b.synchronize)
+            err = float(cp.abs(lib() - new()).max() / cp.abs(lib()).max())
+            print(f"| {k} | {m} | {t0 * 1e3:.2f} | {t1 * 1e3:.2f} | {t0 / t1:.1f} | "
+                  f"{err:.1e} |", flush=True)
+
+
+def profile(b, N, T, context=contextlib.nullcontext):
+    """Where a deep run's time goes: the passes, the Gram factors, the host's m × m roots,
+    the draws and the rest (every timed call is synchronized, which adds a little)."""
+    import tp_limits.limit.deep.families as fam
+    from tp_limits.limit.deep.gram import GramFactor
+    from tp_limits.limit.sampling import Draws
+    spent = {}
+
+    def wrap(owner, name, label):
+        fn = getattr(owner, name)
+
+        def timed(*a, **k):
+            b.synchronize()
+            t0 = time.perf_counter()
+            out = fn(*a, **k)
+            b.synchronize()
+            spent[label] = spent.get(label, 0.0) + time.perf_counter() - t0
+            return out
+        setattr(owner, name, timed)
+        return owner, name, fn
+    saved = [wrap(ArrayPasses, "rows_times", "pass: rows_times"),
+             wrap(ArrayPasses, "times_rows", "pass: times_rows"),
+             wrap(ArrayPasses, "mean_and_cross", "pass: mean_and_cross, two reads"),
+             wrap(CudaPasses, "mean_and_cross", "pass: mean_and_cross (staged)"),
+             wrap(GramFactor, "extend", "gram: extend"),
+             wrap(GramFactor, "solve", "gram: solve"),
+             wrap(fam.np.linalg, "eigh", "host: m × m roots"),
+             wrap(Draws, "normal", "draws")]
+    try:
+        with context():
+            wall, _ = deep_job(N, T, "float64", "cupy")
+    finally:
+        for owner, name, fn in saved:
+            setattr(owner, name, fn)
+    print(f"\nprofile, N = {N:,}, T = {T} (float64, synchronized calls): wall {wall:.1f} s")
+    for label, t in sorted(spent.items(), key=lambda kv: -kv[1]):
+        print(f"  {label:28s} {t:8.2f} s  {t / wall:6.1%}")
+    print(f"  {'other':28s} {wall - sum(spent.values()):8.2f} s", flush=True)
+
+
+def horizon(b, N, Ts, dtypes, context=contextlib.nullcontext):
+    """Wall time and device memory (the memory pool's size after the run) of the deep job
+    at N particles for each T, and the growth exponent between the two largest T."""
+    cp = b.xp
+    print(f"\n| T | storage | wall (s) | device memory (GiB) |\n|---|---|---|---|")
+    for dtype in dtypes:
+        walls = {}
+        for T in Ts:
+            pool = cp.get_default_memory_pool()
+            pool.free_all_blocks()
+            try:
+                with context():
+                    walls[T], _ = deep_job(N, T, dtype, "cupy")
+            except MemoryBudgetError as exc:
+                print(f"| {T} | {dtype} | refused: {str(exc)[:80]} | |", flush=True)
+                continue
+            print(f"| {T:,} | {dtype} | {walls[T]:.1f} | {pool.total_bytes() / 2**30:.1f} |",
+                  flush=True)
+        if len(walls) >= 2:
+            (t0, w0), (t1, w1) = sorted(walls.items())[-2:]
+            print(f"{dtype}: growth exponent between T = {t0} and {t1}: "
+                  f"{np.log(w1 / w0) / np.log(t1 / t0):.2f}", flush=True)
 
 
 def main():
@@ -161,6 +281,13 @@ def main():
     ap.add_argument("--passes", action="store_true")
     ap.add_argument("--largest-T", action="store_true")
     ap.add_argument("--host", action="store_true", help="the deep jobs at N = 10^5 on NumPy")
+    ap.add_argument("--solves", action="store_true", help="the Gram factors' solves")
+    ap.add_argument("--profile", default="", help="N:T of a deep run to break down")
+    ap.add_argument("--horizon", default="", help="T values of the horizon table (N = 10^5)")
+    ap.add_argument("--horizon-dtypes", default="float64,float32")
+    ap.add_argument("--staged", action="store_true",
+                    help="the deep jobs with the staged device pieces too (passes_cuda.py, "
+                         "the direct solves, Muon's core on the device)")
     args = ap.parse_args()
     kinds = ["sgd"] + [k for k in args.kinds.split(",") if k]
     if args.host:
@@ -176,40 +303,80 @@ def main():
     print(f"device {dev}: read-modify-write {bw_rmw / 1e12:.2f} TB/s, read "
           f"{bw_read / 1e12:.2f} TB/s, dgemm {fma / 1e12:.2f} T multiply-adds/s", flush=True)
 
-    print("\n| N | storage | T | wall (s) | model bytes (GB) | bandwidth time (s) | "
-          "compute time (s) | fraction of roofline |\n|---|---|---|---|---|---|---|---|")
+    print("\n| N | storage | T | engine | wall (s) | model bytes (GB) | bandwidth time (s) | "
+          "compute time (s) | fraction of roofline |\n|---|---|---|---|---|---|---|---|---|")
     if args.deep_Ns:
         deep_job(10_000, 4, "float64", "cupy")                 # warm-up (CuPy compiles)
         deep_job(10_000, 4, "float32", "cupy")
+    engines = (("current", contextlib.nullcontext), ("staged", staged)) if args.staged else \
+        (("current", contextlib.nullcontext),)
     for N in (int(x) for x in args.deep_Ns.split(",") if x):
         for dtype in args.dtypes.split(","):
-            wall, _ = deep_job(N, args.T, dtype, "cupy")
-            nbytes, macs = history_model(N, 3, 4, 8, args.T, np.dtype(dtype).itemsize)
-            tb, tc = nbytes / bw_read, macs / fma
-            print(f"| {N:,} | {dtype} | {args.T} | {wall:.2f} | {nbytes / 1e9:.0f} | {tb:.2f} | "
-                  f"{tc:.3f} | {max(tb, tc) / wall:.0%} |", flush=True)
+            for engine, context in engines:
+                with context():
+                    wall, _ = deep_job(N, args.T, dtype, "cupy")
+                nbytes, macs = history_model(N, 3, 4, 8, args.T, np.dtype(dtype).itemsize)
+                tb, tc = nbytes / bw_read, macs / fma
+                print(f"| {N:,} | {dtype} | {args.T} | {engine} | {wall:.2f} | "
+                      f"{nbytes / 1e9:.0f} | {tb:.2f} | {tc:.3f} | {max(tb, tc) / wall:.0%} |",
+                      flush=True)
 
     for kind in kinds[1:]:
-        deep_job(10_000, 4, "float64", "cupy", kind)
-        print(f"| 100,000 | float64, {kind} | {args.T} | "
-              f"{deep_job(100_000, args.T, 'float64', 'cupy', kind)[0]:.2f} | | | | |",
-              flush=True)
+        for engine, context in engines:
+            with context():
+                deep_job(10_000, 4, "float64", "cupy", kind)
+                print(f"| 100,000 | float64, {kind} | {args.T} | {engine} | "
+                      f"{deep_job(100_000, args.T, 'float64', 'cupy', kind)[0]:.2f} | | | | |",
+                      flush=True)
     if args.passes:
         pass_times(b, bw_read)
-
+    if args.solves:
+        solve_times(b)
     if args.one_N:
         one_hidden_table(b, args.one_N, bw_rmw)
+    if args.profile:
+        N, T = (int(x) for x in args.profile.split(":"))
+        for engine, context in engines:
+            print(f"\nengine: {engine}")
+            profile(b, N, T, context)
+    if args.horizon:
+        horizon(b, 100_000, [int(x) for x in args.horizon.split(",")],
+                args.horizon_dtypes.split(","), engines[-1][1])
     if args.largest_T:
         largest_T_report(b)
 
 
+@contextlib.contextmanager
+def staged():
+    """The deep engine with the staged device pieces: the one-read pass (passes_cuda.py),
+    the direct triangular solves (gram.py) and Muon's k × k work on the device (msign.py)."""
+    import tp_limits.limit.deep.montecarlo as mc
+    import tp_limits.limit.deep.passes as passes
+    from tp_limits.limit.deep.msign import MsignDeepRun
+    saved = mc.passes_for, passes.triangular_solver
+    mc.passes_for = lambda backend: CudaPasses(backend.xp)
+    passes.triangular_solver = lambda xp: direct_triangular_solver()
+    MsignDeepRun.core_on_device = True
+    try:
+        yield
+    finally:
+        mc.passes_for, passes.triangular_solver = saved
+        MsignDeepRun.core_on_device = False
+
+
 def one_hidden_table(b, N, bw_rmw):
+    """The fused sweep with its inputs read through pointers (global), from constant
+    memory, and from constant memory with registers for two blocks per multiprocessor,
+    beside the whole-array twin, against the roofline."""
     cp = b.xp
     tanh_rate, fma_rate = compute_rates(b)
     print(f"\ndevice tanh {tanh_rate / 1e9:.0f} G/s, scalar float64 FMA "
           f"{fma_rate / 1e12:.1f} T/s")
-    print("\n| N | d | B | cuda kernel (M particle-steps/s) | array twin | bandwidth bound | "
-          "compute floor | fraction of roofline |\n|---|---|---|---|---|---|---|---|")
+    variants = (("global", 1), ("constant", 1), ("constant", 2))
+    names = " | ".join(f"{i}, {m} block(s)" for i, m in variants)
+    print(f"\n| N | d | B | {names} (M particle-steps/s) | array twin | bandwidth bound | "
+          "compute floor | fraction of roofline, each |\n|---|---|---|---|---|---|---|---|---|"
+          "---|")
     E = 4
     for d in (1, 4, 16):
         for B in (1, 16):
@@ -222,12 +389,16 @@ def one_hidden_table(b, N, bw_rmw):
             h = SGD().coordinate(0.1, 1.0, 0.0, 1)[1]
             a = sweep_args(SweepData(U, V, w, U, Xb, chi, 0.1, 0.1, Xn, Xe, False, blk), SGD(),
                            h, h, "tanh", cp)
-            rates = [N / best(lambda: fn(a, b), b.synchronize) for fn in (sweep_cuda, sweep_numpy)]
+            fns = [lambda i=i, m=m: sweep_cuda(a, b, i, m) for i, m in variants]
+            rates = [N / best(fn, b.synchronize) for fn in fns]
+            twin = N / best(lambda: sweep_numpy(a, b), b.synchronize)
             bound = bw_rmw / (16 * (d + 1))
             floor = 1.0 / ((2 * B + E) / tanh_rate + fmas(d, B, E) / fma_rate)
-            print(f"| {N:,} | {d} | {B} | {rates[0] / 1e6:.0f} | {rates[1] / 1e6:.0f} | "
-                  f"{bound / 1e6:.0f} | {floor / 1e6:.0f} | {rates[0] / min(bound, floor):.0%} |",
-                  flush=True)
+            roof = min(bound, floor)
+            print(f"| {N:,} | {d} | {B} | "
+                  + " | ".join(f"{r / 1e6:.0f}" for r in rates)
+                  + f" | {twin / 1e6:.0f} | {bound / 1e6:.0f} | {floor / 1e6:.0f} | "
+                  + ", ".join(f"{r / roof:.0%}" for r in rates) + " |", flush=True)
 
 
 def largest_T_report(b, N=100_000):

@@ -174,13 +174,98 @@ def test_cuda_sweep_matches_array_twin(phi, mode):
             chi = g.standard_normal((B, do))
             w = np.full(1, 1.0 / N)
             runs = []
-            for fn in (sweep_numpy, sweep_cuda):
+            for fn in (sweep_numpy, lambda a, b: sweep_cuda(a, b, "global"),
+                       lambda a, b: sweep_cuda(a, b, "constant")):
                 u, v = U.copy(), V.copy()
                 su, sv = [None if s is None else s.copy().reshape(-1, N) for s in S]
                 data = SweepData(u, v, w, U, Xb, chi, 0.3, 0.2, Xn, Xe, stats, block, su, sv)
                 out = fn(sweep_args(data, opt, hu, hv, phi, cp), b)
                 runs.append([out, u, v] + ([su, sv] if mode else []))
-            for x, y in zip(*runs):
-                x, y = cp.asnumpy(x).astype(np.float64), cp.asnumpy(y).astype(np.float64)
-                assert x.shape == y.shape and np.allclose(y, x, rtol=tol, atol=tol), \
-                    (dtype, B, stats, float(np.max(np.abs(x - y))))
+            for run in runs[1:]:          # inputs through pointers, and in constant memory
+                for x, y in zip(runs[0], run):
+                    x, y = cp.asnumpy(x).astype(np.float64), cp.asnumpy(y).astype(np.float64)
+                    assert x.shape == y.shape and np.allclose(y, x, rtol=tol, atol=tol), \
+                        (dtype, B, stats, float(np.max(np.abs(x - y))))
+
+
+@pytest.mark.parametrize("k, N, m, r", [(5, 3000, 12, 4), (70, 10_007, 12, 4),
+                                        (300, 2_000_000, 12, 4), (40, 50_000, 8, 0),
+                                        (33, 40_000, 20, 16), (1, 8, 4, 4)])
+def test_fused_mean_and_cross_matches_the_two_read_pass(k, N, m, r):
+    """passes_cuda.py's one-read pass (row splits where the columns alone leave the device
+    short of blocks) against the array pass that reads the hats twice."""
+    from tp_limits.limit.deep.passes import ArrayPasses
+    from tp_limits.limit.deep.passes_cuda import CudaPasses
+    cp = get_backend("cupy").xp
+    g = cp.random.default_rng(k)
+    R, C, Z = g.standard_normal((k, N)), g.standard_normal((k, m)), g.standard_normal((m, N))
+    a, f = Z.copy(), Z.copy()
+    ca = ArrayPasses(cp).mean_and_cross(C, R, a, r)
+    cf = CudaPasses(cp).mean_and_cross(C, R, f, r, R @ R.T / N)
+    assert float(cp.abs(a - f).max()) < 1e-12 * float(cp.abs(a).max())
+    if r:
+        assert float(cp.abs(ca - cf).max()) < 1e-12 * float(cp.abs(ca).max())
+    else:
+        assert ca is None and cf is None
+
+
+@pytest.mark.parametrize("k, m", [(1, 1), (37, 4), (700, 12)])
+def test_direct_trsm_matches_the_library_solve(k, m):
+    """gram.py's trsm on a leading block of a larger array against the library's solve."""
+    from cupyx.scipy.linalg import solve_triangular
+
+    from tp_limits.limit.deep.gram import direct_triangular_solver
+    cp = get_backend("cupy").xp
+    g = cp.random.default_rng(k)
+    A = g.standard_normal((k + 9, k + 9))
+    L = cp.linalg.cholesky(A @ A.T / k + cp.eye(k + 9))[:k, :k]
+    x = g.standard_normal((k, m))[:, ::-1]             # a strided right-hand side too
+    solve = direct_triangular_solver()
+    for trans in ("N", "T"):
+        want = solve_triangular(L, x, lower=True, trans=trans)
+        got = solve(L, x, lower=True, trans=trans)
+        assert float(cp.abs(got - want).max()) < 1e-11 * float(cp.abs(want).max())
+
+
+@pytest.mark.parametrize("ns_steps", [5, None])
+def test_muon_core_on_the_device_matches_the_host(ns_steps):
+    """The k × k work of a Muon limit step on the device against the same on the host."""
+    cp = get_backend("cupy").xp
+    rng = np.random.default_rng(1)
+    k, B = 24, 4
+    P, Q = rng.standard_normal((k, 40)), rng.standard_normal((k, 30))
+    GP, GQ = P @ P.T, Q @ Q.T
+    opt = tp.Muon(ns_steps=ns_steps)
+    om_h, om_d = np.zeros((k, k)), cp.zeros((k, k))
+    for t in range(3):
+        opt.move_pairs(om_h, GP, GQ, k // B - 1 + t, B, 1.0, 0.1, 0.01)
+        opt.move_pairs(om_d, cp.asarray(GP), cp.asarray(GQ), k // B - 1 + t, B, 1.0, 0.1,
+                       0.01, cp)
+    assert np.abs(om_h).max() > 1e-3
+    assert np.allclose(cp.asnumpy(om_d), om_h, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", ["deep L=3 stein", "muon L=2 newton-schulz",
+                                  "muon L=2 polar decay", "residual muon", "biases deep"])
+def test_staged_device_pieces_match_the_cpu_engine(case, monkeypatch):
+    """The deep engine with the staged device pieces (the one-read pass, the direct solves,
+    Muon's core on the device) against the NumPy engine, as the engine comparison above:
+    they become the device's defaults once this has passed on a GPU."""
+    import tp_limits.limit.deep.montecarlo as mc
+    import tp_limits.limit.deep.passes as passes
+    from tp_limits.limit.deep.gram import direct_triangular_solver
+    from tp_limits.limit.deep.msign import MsignDeepRun
+    from tp_limits.limit.deep.passes_cuda import CudaPasses
+    if case.startswith("deep"):
+        net, r = _problem(3)
+    else:
+        net, r, _ = _newer_engine(case)
+    opts = dict(particles=20_000, replicates=2, seed=5, random="host")
+    cpu = tp.simulate_limit(net, r, **opts)
+    monkeypatch.setattr(mc, "passes_for", lambda backend: CudaPasses(backend.xp))
+    monkeypatch.setattr(passes, "triangular_solver", lambda xp: direct_triangular_solver())
+    monkeypatch.setattr(MsignDeepRun, "core_on_device", True)
+    gpu = tp.simulate_limit(net, r, backend="cupy", **opts)
+    assert np.allclose(gpu.f_eval, cpu.f_eval, rtol=1e-10, atol=1e-10), \
+        float(np.max(np.abs(gpu.f_eval - cpu.f_eval)))
+    assert np.abs(cpu.f_eval[-1] - cpu.f_eval[0]).max() > 1e-3

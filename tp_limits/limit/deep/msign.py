@@ -35,10 +35,15 @@ from .montecarlo import DeepRun
 class MsignDeepRun(DeepRun):
     """A deep Monte Carlo run whose hidden matrices move by Ω over stored pairs."""
 
+    #: keep Ω and its k × k updates on the particles' device (CuPy) instead of the host:
+    #: staged, off until the device check (benchmarks/gpu_check.sh) has run it on a GPU
+    core_on_device = False
+
     def __init__(self, spec, rng):
         super().__init__(spec, rng)
         cap = spec.problem.B * spec.problem.T
-        self.omega = {l: np.zeros((cap, cap)) for l in range(2, self.L + 1)}
+        self.core_xp = self.xp if self.core_on_device else np
+        self.omega = {l: self.core_xp.zeros((cap, cap)) for l in range(2, self.L + 1)}
         # the BLAS libraries found once: a fresh search at every step (threadpool_limits)
         # reads the process's library map, which cost a quarter of a GPU run's time
         self._blas = ThreadpoolController()
@@ -63,13 +68,15 @@ class MsignDeepRun(DeepRun):
         for l in range(2, self.L + 1):
             kp = self.npairs[l]
             F, G = self.F[l], self.G[l]
-            GP = _host(G.Cv[:kp, :kp]) / G.sigma2
-            GQ = _host(F.Cv[:kp, :kp]) / F.sigma2
+            GP, GQ = G.Cv[:kp, :kp], F.Cv[:kp, :kp]
+            if self.core_xp is np:
+                GP, GQ = _host(GP), _host(GQ)
+            GP, GQ = GP / G.sigma2, GQ / F.sigma2
             # k x k products alone: every core may work on them (the run pins BLAS to one
             # thread where its own kernels run beside it)
             with self._blas.limit(limits=os.cpu_count() or 1, user_api="blas"):
                 self.opt.move_pairs(self.omega[l], GP, GQ, t, len(Xb), self.rates[t],
-                                    self.eta[l - 1], self.decay[l - 1])
+                                    self.eta[l - 1], self.decay[l - 1], self.core_xp)
 
 
 def _host(a):

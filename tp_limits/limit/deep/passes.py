@@ -7,7 +7,9 @@ written once before the run, see engine/aligned.py):
     rows_times(R, V)             = R Vᵀ                      (k, m)
     times_rows(C, R, out)        = Cᵀ R                      (m, N), added into ``out``
                                                              in place when given
-    mean_and_cross(C, R, Z, r)   : Z <- round(Z + Cᵀ R) in place; R Z[:r]ᵀ (k, r) if r > 0
+    mean_and_cross(C, R, Z, r, G): Z <- round(Z + Cᵀ R) in place; R Z[:r]ᵀ (k, r) if r > 0
+                                   (G = R Rᵀ/N, the family's hat Gram, for a pass that
+                                   uses it to read R once)
 
 ``round`` is the storage rounding (the hats that will be stored are the ones
 the particles use); ``r`` is the number of new rows that will be stored
@@ -18,10 +20,14 @@ per run from the backend:
 * :class:`HostPasses` (NumPy): the register-tiled Numba kernels of
   history_kernels.py for either storage dtype (skinny products are where
   BLAS is slowest; docs/performance.md, "Deep limit");
-* :class:`ArrayPasses` (any array module, CuPy): one library product per pass
+* :class:`ArrayPasses` (any array module): one library product per pass
   for float64 rows; float32 rows are cast to float64 in large column chunks
   (correct, but the cast costs traffic: float64 storage is the fast path on a
-  GPU, where memory is seldom what limits N).
+  GPU, where memory is seldom what limits N);
+* (staged, not yet chosen by any run) :class:`~.passes_cuda.CudaPasses`: the array
+  passes with the conditional mean and its cross products fused into one read of the
+  hats, for CuPy; it becomes the device's passes once the device check has run it
+  (passes_cuda.py).
 """
 from __future__ import annotations
 
@@ -49,8 +55,11 @@ class HostPasses:
     zeros = staticmethod(zeros_committed)
     rows_times = staticmethod(history_kernels.rows_dot)
     times_rows = staticmethod(history_kernels.combine_rows)
-    mean_and_cross = staticmethod(history_kernels.mean_and_cross)
     solve_triangular = staticmethod(triangular_solver(np))
+
+    @staticmethod
+    def mean_and_cross(C, R, Z, rows: int, hat_gram=None):
+        return history_kernels.mean_and_cross(C, R, Z, rows)
 
 
 class ArrayPasses:
@@ -80,7 +89,7 @@ class ArrayPasses:
             out[:, c] += C.T @ Rc
         return out
 
-    def mean_and_cross(self, C, R, Z, rows: int):
+    def mean_and_cross(self, C, R, Z, rows: int, hat_gram=None):
         cross = self.xp.zeros((len(R), rows)) if rows else None
         for c, Rc in self._cast(R):
             Zc = Z[:, c] + C.T @ Rc

@@ -37,14 +37,37 @@ from .columns import n_columns
 
 THREADS = 256
 MAX_D = 64           # beyond this the per-particle arrays no longer fit in registers
+#: the constant memory the step's inputs may take (of the device's 64 KiB)
+MAX_CONSTANT_BYTES = 32 * 1024
 _ENTRIES = tuple(NONLINEARITIES.values())
 
 #: the kernel, after the generated φ (phi_dphi), T (the storage type) and, for a rule
 #: with state, rule_step; UPDATE_U / UPDATE_V: the rule's generated statements
 _SOURCE = r"""
+#if MINB > 1
+#define BOUNDS __launch_bounds__(NTH, MINB)
+#else
+#define BOUNDS
+#endif
+#if CONST_INPUTS
+/* the step's inputs in constant memory: every thread reads the same entry at the same
+   time, which the constant cache serves as an operand of the multiply-add itself */
+__constant__ double cin[CIN];
+#define XB(q) cin[(q)]
+#define CHI(q) cin[OFF_CHI + (q)]
+#define XN(q) cin[OFF_XN + (q)]
+#define XE(q) cin[OFF_XE + (q)]
+#define UNROLL _Pragma("unroll")
+#else
+#define UNROLL
+#define XB(q) Xb[q]
+#define CHI(q) chi[q]
+#define XN(q) Xn[q]
+#define XE(q) Xe[q]
+#endif
 __device__ __forceinline__ double phi(double x) { double f, g; phi_dphi(x, &f, &g); return f; }
 
-extern "C" __global__ void sweep(T* U, T* V, const T* U0, T* SU, T* SV,
+extern "C" __global__ void BOUNDS sweep(T* U, T* V, const T* U0, T* SU, T* SV,
                                  const double* Xb, const double* chi, const double* Xn,
                                  const double* Xe, const double* hu, const double* hv,
                                  const double step_u, const double step_v,
@@ -57,56 +80,79 @@ extern "C" __global__ void sweep(T* U, T* V, const T* U0, T* SU, T* SV,
     for (int k = 0; k < KC; ++k) acc[k] = 0.0;
     for (long long p = p0 + threadIdx.x; p < p1; p += NTH) {
         double u[D], v[DO];
+UNROLL
         for (int j = 0; j < D; ++j) u[j] = (double)U[j * N + p];
+UNROLL
         for (int o = 0; o < DO; ++o) v[o] = (double)V[o * N + p];
 #if NB > 0
         double du[D], dv[DO];
+UNROLL
         for (int j = 0; j < D; ++j) du[j] = 0.0;
+UNROLL
         for (int o = 0; o < DO; ++o) dv[o] = 0.0;
+UNROLL
         for (int i = 0; i < NB; ++i) {
             double h = 0.0, s = 0.0, f, g;
-            for (int j = 0; j < D; ++j) h += Xb[i * D + j] * u[j];
-            for (int o = 0; o < DO; ++o) s += chi[i * DO + o] * v[o];
+UNROLL
+            for (int j = 0; j < D; ++j) h += XB(i * D + j) * u[j];
+UNROLL
+            for (int o = 0; o < DO; ++o) s += CHI(i * DO + o) * v[o];
             phi_dphi(h, &f, &g);
             const double e = s * g;
-            for (int j = 0; j < D; ++j) du[j] += Xb[i * D + j] * e;
-            for (int o = 0; o < DO; ++o) dv[o] += chi[i * DO + o] * f;
+UNROLL
+            for (int j = 0; j < D; ++j) du[j] += XB(i * D + j) * e;
+UNROLL
+            for (int o = 0; o < DO; ++o) dv[o] += CHI(i * DO + o) * f;
         }
 #if PLAIN
+UNROLL
         for (int j = 0; j < D; ++j) u[j] -= step_u * du[j];
+UNROLL
         for (int o = 0; o < DO; ++o) v[o] -= step_v * dv[o];
 #else
         /* the optimizer's rule on every coordinate, with its state (slot s of row r: s*rows + r) */
+UNROLL
         for (int j = 0; j < D; ++j) {
             UPDATE_U
         }
+UNROLL
         for (int o = 0; o < DO; ++o) {
             UPDATE_V
         }
 #endif
+UNROLL
         for (int j = 0; j < D; ++j) { U[j * N + p] = (T)u[j]; u[j] = (double)(T)u[j]; }
+UNROLL
         for (int o = 0; o < DO; ++o) { V[o * N + p] = (T)v[o]; v[o] = (double)(T)v[o]; }
 #endif
         int c = 0;
+UNROLL
         for (int i = 0; i < NN; ++i) {
             double h = 0.0;
-            for (int j = 0; j < D; ++j) h += Xn[i * D + j] * u[j];
+UNROLL
+            for (int j = 0; j < D; ++j) h += XN(i * D + j) * u[j];
             const double f = phi(h) * w0;
+UNROLL
             for (int o = 0; o < DO; ++o) acc[c++] += f * v[o];
         }
+UNROLL
         for (int e = 0; e < NE; ++e) {
             double h = 0.0;
-            for (int j = 0; j < D; ++j) h += Xe[e * D + j] * u[j];
+UNROLL
+            for (int j = 0; j < D; ++j) h += XE(e * D + j) * u[j];
             const double f = phi(h) * w0;
+UNROLL
             for (int o = 0; o < DO; ++o) acc[c++] += f * v[o];
         }
 #if STATS
         double xs[NE > 0 ? NE : 1];
+UNROLL
         for (int e = 0; e < NE; ++e) {
             double h = 0.0, h0 = 0.0;
+UNROLL
             for (int j = 0; j < D; ++j) {
-                h += Xe[e * D + j] * u[j];
-                h0 += Xe[e * D + j] * (double)U0[j * N + p];
+                h += XE(e * D + j) * u[j];
+                h0 += XE(e * D + j) * (double)U0[j * N + p];
             }
             const double x = phi(h), x0 = phi(h0);
             acc[c + e] += w0 * h * h;
@@ -115,7 +161,9 @@ extern "C" __global__ void sweep(T* U, T* V, const T* U0, T* SU, T* SV,
             acc[c + 3 * NE + e] += w0 * (x - x0) * (x - x0);
             xs[e] = x;
         }
+UNROLL
         for (int e = 0; e < NE; ++e)
+UNROLL
             for (int f = 0; f < NE; ++f) acc[c + 4 * NE + e * NE + f] += w0 * xs[e] * xs[f];
 #endif
     }
@@ -149,14 +197,27 @@ def _rule_update(rule, group: str, rows: str, index: str, z: str, inc: str, hype
     return "\n            ".join(lines)
 
 
+def constant_inputs(d: int, d_out: int, nb: int, nn: int, ne: int) -> bool:
+    """Whether a step's inputs (Xb, χ, the next batch, the eval inputs) fit the constant
+    memory the kernel reserves for them (``MAX_CONSTANT_BYTES``)."""
+    return 8 * max(1, (nb + nn + ne) * d + nb * d_out) <= MAX_CONSTANT_BYTES
+
+
 def cuda_source(phi_code: int, rule_code: int, storage: str, d: int, d_out: int, nb: int,
-                nn: int, ne: int, stats: bool) -> str:
+                nn: int, ne: int, stats: bool, constant: bool = False,
+                min_blocks: int = 1) -> str:
     """The kernel's whole source for one configuration: φ of the registry position
     ``phi_code``, the coordinate rule of ``rule_code``, storage "double" or "float",
-    the sizes, and whether the statistics columns are summed."""
+    the sizes, whether the statistics columns are summed, and whether the step's inputs
+    are read from constant memory (packed Xb, χ, Xn, Xe: :func:`constant_inputs`) or
+    from the pointer arguments; ``min_blocks`` > 1 asks the compiler for registers that
+    let that many blocks share a multiprocessor."""
     rule = rule_of_code(rule_code)
     defines = dict(NTH=THREADS, D=d, DO=d_out, NB=nb, NN=nn, NE=ne, STATS=int(stats),
-                   PLAIN=int(rule.plain), KC=n_columns(nn, ne, d_out, stats))
+                   PLAIN=int(rule.plain), KC=n_columns(nn, ne, d_out, stats),
+                   CONST_INPUTS=int(constant), MINB=int(min_blocks),
+                   CIN=max(1, (nb + nn + ne) * d + nb * d_out), OFF_CHI=nb * d,
+                   OFF_XN=nb * (d + d_out), OFF_XE=nb * (d + d_out) + nn * d)
     head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
     functions = (f"typedef {storage} T;\n" + FAST_TANH
                  + device_function(_ENTRIES[phi_code].kernel, "phi_dphi"))
@@ -171,9 +232,9 @@ def cuda_source(phi_code: int, rule_code: int, storage: str, d: int, d_out: int,
 
 
 @lru_cache(maxsize=None)
-def _kernel(*config):
+def _module(*config):
     import cupy as cp
-    return cp.RawKernel(cuda_source(*config), "sweep")
+    return cp.RawModule(code=cuda_source(*config))
 
 
 def fits(d: int) -> bool:
@@ -181,10 +242,13 @@ def fits(d: int) -> bool:
     return d <= MAX_D
 
 
-def sweep_cuda(args, b):
+def sweep_cuda(args, b, inputs: str = "global", min_blocks: int = 1):
     """The twin's contract (sweep_numpy.py) on CuPy arrays: update the particles (and the
     optimizer's state) in place, return the (nb, K) device array of per-block sums.
-    Equal weights only (a weight array of length 1), as Monte Carlo particles have."""
+    Equal weights only (a weight array of length 1), as Monte Carlo particles have.
+    ``inputs``: "global" pointers (the default) or "constant" memory for the step's
+    inputs ("auto": constant memory where they fit; staged until the device check has
+    measured both); ``min_blocks``: see :func:`cuda_source`."""
     cp, a = b.xp, args.data
     U, V, Xb, Xn, Xe = a.U, a.V, a.Xb, a.Xn, a.Xe
     d, N = U.shape
@@ -193,12 +257,19 @@ def sweep_cuda(args, b):
     stats = bool(a.stats and len(Xe))
     storage = "double" if U.dtype == np.float64 else "float"
     plain = rule_of_code(len(args.rule) - 1).plain
-    kern = _kernel(len(args.phi) - 1, len(args.rule) - 1, storage, d, do, len(Xb), len(Xn),
-                   len(Xe), stats)
+    constant = (constant_inputs(d, do, len(Xb), len(Xn), len(Xe)) if inputs == "auto"
+                else inputs == "constant")
+    module = _module(len(args.phi) - 1, len(args.rule) - 1, storage, d, do, len(Xb), len(Xn),
+                     len(Xe), stats, constant, min_blocks)
+    kern = module.get_function("sweep")
     K = n_columns(len(Xn), len(Xe), do, stats)
     out = cp.empty((nb, K))
     f64 = lambda x: cp.ascontiguousarray(cp.asarray(x, dtype=cp.float64))  # noqa: E731
     empty = cp.zeros(1, U.dtype)
+    if constant:              # packed in the kernel's order, copied in stream order
+        packed = cp.concatenate([f64(x).ravel() for x in (Xb, a.chi, Xn, Xe)]
+                                + [cp.zeros(1)])
+        module.get_global("cin").copy_from_device_async(packed.data, packed.nbytes - 8)
     # the hyperparameters as device arrays in the rule's layout (one spare entry: a
     # rule without hyperparameters still gets a valid pointer)
     hu, hv = f64(np.array(args.hyper_u + (0.0,))), f64(np.array(args.hyper_v + (0.0,)))

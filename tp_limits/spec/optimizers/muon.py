@@ -56,48 +56,54 @@ VECTOR_LAYERS = ("muon", "adam")
 
 
 # -- msign of D = Pᵀ C Q through k x k cores -------------------------------------------------
-def frobenius_core(K, GP, GQ) -> float:
+def frobenius_core(K, GP, GQ, xp=np) -> float:
     """‖Pᵀ K Q‖_F = √tr(Kᵀ G_P K G_Q) = √Σ (G_P K) ⊙ (K G_Q) (G_P symmetric); for a
-    diagonal K = diag(w) the O(k²) form √(wᵀ (G_P ⊙ G_Q) w)."""
-    w = np.diagonal(K)
-    if np.count_nonzero(K) == np.count_nonzero(w):
+    diagonal K = diag(w) the O(k²) form √(wᵀ (G_P ⊙ G_Q) w).  The cores take the array
+    module of their Gram matrices (``xp``: NumPy, or CuPy for a limit run on a GPU)."""
+    w = xp.diagonal(K)
+    if int(xp.count_nonzero(K)) == int(xp.count_nonzero(w)):
         tr = w @ (GP * GQ) @ w
     else:
-        tr = np.sum((GP @ K) * (K @ GQ))
-    return float(np.sqrt(max(tr, 0.0)))
+        tr = xp.sum((GP @ K) * (K @ GQ))
+    return float(xp.sqrt(max(float(tr), 0.0)))
 
 
-def newton_schulz_core(C, GP, GQ, steps: int, scale: float = 1.0):
+def newton_schulz_core(C, GP, GQ, steps: int, scale: float = 1.0, xp=np):
     """K with Pᵀ K Q = the Newton–Schulz msign of D = Pᵀ C Q, from the Gram matrices
     G_P = P Pᵀ, G_Q = Q Qᵀ: X = Pᵀ K Q gives X Xᵀ X = Pᵀ (K G_Q Kᵀ G_P) K Q, so each
     iteration is K ← (a I + b A + c A²) K with A = K G_Q Kᵀ G_P.  ``scale`` rescales D
     to D̃ (only the 1e-7 sees it)."""
     a, b, c = NS_COEFFS
-    K = C / (scale * frobenius_core(C, GP, GQ) + NS_EPS) * scale
+    K = C / (scale * frobenius_core(C, GP, GQ, xp) + NS_EPS) * scale
     for _ in range(steps):
         A = K @ GQ @ K.T @ GP
         K = a * K + (b * A + c * (A @ A)) @ K
     return K
 
 
-def _sqrt_and_pinv_sqrt(G, rtol):
+def _largest(v) -> float:
+    """The largest entry of v, at least 0 (0 for an empty v)."""
+    return max(float(v.max()), 0.0) if v.size else 0.0
+
+
+def _sqrt_and_pinv_sqrt(G, rtol, xp=np):
     """G^{1/2} and the pseudo-inverse of G^{1/2} (eigenvalues below rtol · max dropped)."""
-    w, U = np.linalg.eigh((G + G.T) / 2)
-    keep = w > rtol * max(float(w.max(initial=0.0)), 0.0)
-    r = np.sqrt(np.where(keep, w, 0.0))
-    inv = np.where(keep, 1.0 / np.where(keep, r, 1.0), 0.0)
+    w, U = xp.linalg.eigh((G + G.T) / 2)
+    keep = w > rtol * _largest(w)
+    r = xp.sqrt(xp.where(keep, w, 0.0))
+    inv = xp.where(keep, 1.0 / xp.where(keep, r, 1.0), 0.0)
     return (U * r) @ U.T, (U * inv) @ U.T
 
 
-def polar_core(C, GP, GQ, rtol: float = POLAR_RTOL):
+def polar_core(C, GP, GQ, rtol: float = POLAR_RTOL, xp=np):
     """K with Pᵀ K Q = U Vᵀ, the exact polar factor of D = Pᵀ C Q: with Φ = Pᵀ G_P^{−1/2}
     and Ψ = Qᵀ G_Q^{−1/2} orthonormal, D = Φ S Ψᵀ, S = G_P^{1/2} C G_Q^{1/2}, so
     msign(D) = Φ msign(S) Ψᵀ (singular values of S below rtol times the largest, and
     Gram eigenvalues below rtol², dropped)."""
-    sP, iP = _sqrt_and_pinv_sqrt(GP, rtol ** 2)
-    sQ, iQ = _sqrt_and_pinv_sqrt(GQ, rtol ** 2)
-    U, sv, Vt = np.linalg.svd(sP @ C @ sQ)
-    keep = sv > rtol * sv.max(initial=0.0)
+    sP, iP = _sqrt_and_pinv_sqrt(GP, rtol ** 2, xp)
+    sQ, iQ = _sqrt_and_pinv_sqrt(GQ, rtol ** 2, xp)
+    U, sv, Vt = xp.linalg.svd(sP @ C @ sQ)
+    keep = sv > rtol * (float(sv.max()) if sv.size else 0.0)
     return iP @ (U[:, keep] @ Vt[keep]) @ iQ
 
 
@@ -382,28 +388,29 @@ class Muon(Optimizer):
         return w
 
     def move_pairs(self, omega, GP, GQ, t: int, B: int, rate: float, lr: float,
-                   shrink: float) -> None:
+                   shrink: float, xp=np) -> None:
         """Ω ← (1 − s δ) Ω + s η_l K̂ in place for a hidden matrix after update t (0-based):
         K̂ the core of its buffer over the k stored pairs (B per step) whose limit Gram
-        matrices are G_P (backward vectors) and G_Q (forward vectors) (§11.4)."""
+        matrices are G_P (backward vectors) and G_Q (forward vectors) (§11.4); Ω, G_P and
+        G_Q are arrays of ``xp`` (on a GPU the k × k work stays on the device)."""
         k = len(GP)
-        K = self.hidden_core(self.buffer_weights(np.arange(k) // B, t), GP, GQ)
+        K = self.hidden_core(self.buffer_weights(np.arange(k) // B, t), GP, GQ, xp)
         if rate * shrink:
             omega[:k, :k] *= 1.0 - rate * shrink
         omega[:k, :k] += (rate * lr) * K
 
-    def hidden_core(self, weights, GP, GQ):
+    def hidden_core(self, weights, GP, GQ, xp=np):
         """K̂ with msign(D) = (1/n) Pᵀ K̂ Q for D = (1/n) Pᵀ diag(weights) Q and the limit
         Gram matrices G_P = E[Z^{δh_i} Z^{δh_j}], G_Q = E[Z^{x_i} Z^{x_j}] (the cores of
         §11.3 are unchanged by the 1/n); rows of weight below PRUNE times the largest
-        are left out."""
+        are left out.  ``weights`` on the host; G_P, G_Q and K̂ arrays of ``xp``."""
         keep = np.flatnonzero(weights > PRUNE * weights.max(initial=0.0))
-        K = np.zeros((len(weights), len(weights)))
+        K = xp.zeros((len(weights), len(weights)))
         if len(keep):
-            ix = np.ix_(keep, keep)
-            C = np.diag(weights[keep])
-            K[ix] = (polar_core(C, GP[ix], GQ[ix]) if self.ns_steps is None
-                     else newton_schulz_core(C, GP[ix], GQ[ix], self.ns_steps))
+            ix = xp.ix_(xp.asarray(keep), xp.asarray(keep))
+            C = xp.asarray(np.diag(weights[keep]))
+            K[ix] = (polar_core(C, GP[ix], GQ[ix], xp=xp) if self.ns_steps is None
+                     else newton_schulz_core(C, GP[ix], GQ[ix], self.ns_steps, xp=xp))
         return K
 
     def kernel_refusal(self, regime: str) -> str | None:
