@@ -32,9 +32,9 @@ def test_a_bias_moves_by_its_rate_times_the_loss_gradient(residual):
                  bias=tp.Bias(sigma=0.4, lr_mult=[1.0, 2.0, 0.5, 3.0]))
     X, Y = RNG.standard_normal((4, 3)), RNG.standard_normal((4, 2))
     nw = FiniteNetwork(net, 24, 0.1, 5, numpy_backend(), np.float64)
-    before = [b.copy() for b in nw.bias]
+    before = [b.copy() for b in nw.bias.values()]
     grads = []
-    for b in nw.bias:
+    for b in nw.bias.values():
         g = np.zeros_like(b)
         for i in range(len(b)):
             b[i] += 1e-6
@@ -46,7 +46,7 @@ def test_a_bias_moves_by_its_rate_times_the_loss_gradient(residual):
         grads.append(g)
     hs, xs, f = nw.forward(X, step=0)
     nw.step(hs, xs, (f - Y) / len(X))                  # χ = ∇ℓ / B for the batch-mean mse
-    for l, (b0, b1, g) in enumerate(zip(before, nw.bias, grads)):
+    for l, (b0, b1, g) in enumerate(zip(before, nw.bias.values(), grads)):
         lr = nw.const.bias.lr[l]     # the differences' rounding: ~1e-16 / 1e-6 per unit rate
         np.testing.assert_allclose(b1 - b0, -lr * g, rtol=1e-6, atol=1e-9 * lr)
     assert np.all(np.abs(grads[1]) > 0)

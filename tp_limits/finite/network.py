@@ -34,7 +34,6 @@ from ..engine.normals import standard_normal
 from ..engine.steps import DIVERGENCE_BOUND, check_size
 from ..spec import MLP, SGD
 from ..spec import initializations
-from ..spec.residual import Carried
 from .norms import operator_norm
 
 #: Lanczos tolerance of a spectral-norm initialization's ‖G‖_* (relative)
@@ -42,12 +41,20 @@ INIT_RTOL = 1e-13
 
 
 class FiniteNetwork:
-    """Weights and one SGD/Adam step of a width-n MLP on a given backend."""
+    """Weights and one SGD/Adam step of a width-n MLP on a given backend.
+
+    The network walks its program (spec/program.py) and is itself the walk's operations on
+    the rows of width-n arrays (``representation = "rows"``): forward, backward, and the
+    optimizer's step on each parameter as its backward vector arrives."""
+
+    representation = "rows"
 
     def __init__(self, net: MLP, width: int, lr: float, seed: int, backend: Backend, dtype,
                  backprop: str = "exact", optimizer=None, keep_init: bool = False,
                  divergence_bound: float | None = DIVERGENCE_BOUND):
         self.net, self.n, self.b, self.dtype = net, width, backend, np.dtype(dtype)
+        self.xp = backend.xp
+        self.program = net.program
         self.phi = net.nonlinearity
         self.alpha = net.output_multiplier
         self.backprop = backprop
@@ -68,14 +75,16 @@ class FiniteNetwork:
         # the optimizer's state: per layer one array like W per slot (buffer, moments)
         self.state = [self.opt.finite_state(w, l, L + 1, backend)
                       for l, w in enumerate(self.W)]
-        self.bias = self.bias_state = None
-        if const.bias is not None:             # (n, 1) columns; the readout's (d_out, 1)
-            rows = [n] * L + [net.d_out]
-            self.bias = [self._plain_gaussian(rng, (k, 1), std)
-                         for k, std in zip(rows, const.bias.init_std)]
-            self.bias_state = [self.opt.finite_state(v, l, L + 1, backend)
-                               for l, v in enumerate(self.bias)]
+        # the program's biases, (n, 1) columns (the readout's (d_out, 1)), drawn after every
+        # matrix, so a network without them draws what it always drew
+        rows = [n] * L + [net.d_out]
+        self.bias = {l: self._plain_gaussian(rng, (rows[l], 1), const.bias.init_std[l])
+                     for l in self.program.bias_layers}
+        self.bias_state = {l: self.opt.finite_state(v, l, L + 1, backend)
+                           for l, v in self.bias.items()}
         self.t = 0                                                 # updates so far
+        self._step = 0                                             # the step being walked
+        self._rate, self._xs = 1.0, None                           # the update's rate, inputs
 
     def _plain_gaussian(self, rng, shape, std):
         """std · N(0, 1) entries (a bias: no initialization scheme), nothing drawn for 0."""
@@ -108,32 +117,14 @@ class FiniteNetwork:
         Raises DivergenceError naming the first layer with a value that is not
         finite or beyond the divergence bound.
         """
-        xp, mm = self.b.xp, self.b.matmul
-        hs, xs = [], [X]
-        branch, skip = self.const.branch, self.const.skip
-        for l in range(self.net.L):
-            h = mm(xs[-1], self.W[l].T)
-            if self.bias is not None:
-                h += self.bias[l].T
-            if branch and skip[l] >= 0:          # a block's output: h = h^{skip} + c (W x + b)
-                h *= branch[l]
-                h += hs[skip[l]]
-            check_size(h, step, l + 1, "pre-activation h", self.bound, xp)
-            hs.append(h)
-            xs.append(self.phi.phi(h, self.b))
-        f = mm(xs[-1], self.W[-1].T)
-        if self.bias is not None:
-            f += self.bias[-1].T
-        f *= self.alpha
-        check_size(f, step, None, "output f", self.bound, xp)
-        return hs, xs, f
+        self._step = step
+        hs, xs = self.program.forward(X, self)
+        return hs, xs, self.program.output(xs[-1], self)
 
-    def product(self, hs, l):
-        """W^l_t x^{l-1} (0-based ``l``) from the forward pass's pre-activations: h^l itself,
-        or (h^l − h^{skip})/c at a residual block's output, less the bias."""
-        branch, skip = self.const.branch, self.const.skip
-        out = (hs[l] - hs[skip[l]]) / branch[l] if branch and skip[l] >= 0 else hs[l]
-        return out if self.bias is None else out - self.bias[l].T
+    def layer_product(self, hs, l):
+        """W^l_t x^{l-1} (0-based ``l``) recovered from the forward pass's pre-activations
+        (Program.product_of)."""
+        return self.program.product_of(hs, l, self)
 
     # ---- backward + simultaneous update ----------------------------------------
     def step(self, hs, xs, chi, rate: float = 1.0) -> None:
@@ -143,53 +134,78 @@ class FiniteNetwork:
         Each layer's backward product is taken before that layer is updated,
         so all gradients use W_t (simultaneous updates).
         """
-        L, mm = self.net.L, self.b.matmul
         self.t += 1
-        g_x = self.alpha * mm(chi, self.W[L])                   # ∂(χᵀf)/∂x^L
-        self._update(L, self.alpha * chi, xs[L], rate)          # ∇W^{L+1} = α χᵀ x^L
-        self._update_bias(L, self.alpha * chi, rate)
-        for l, g in self.gradient_factors(hs, g_x * self.phi.dphi(hs[L - 1], self.b)):
-            self._update(l, g, xs[l], rate)
-            self._update_bias(l, g, rate)
+        self._rate, self._xs = rate, xs
+        g_x = self.alpha * self.b.matmul(chi, self.W[self.net.L])     # ∂(χᵀf)/∂x^L
+        self.program.readout_gradient(self.alpha * chi, self)        # ∇W^{L+1} = α χᵀ x^L
+        self.program.backward(hs, g_x, self)
 
-    def gradient_factors(self, hs, dh_top):
-        """Yield (l, G_l) for l = L−1, …, 0 (0-based): layer l's W-gradient is G_lᵀ x^l, from
-        δh at the top hidden layer ``dh_top``.  Each layer's backward product is taken
-        before its pair is yielded, so a caller may update W[l] on receiving it (every
-        gradient then uses W_t).  In a residual block W^l's product enters as c W^l x, so
-        G = c δh^l, and the skip adds δh^l to δh^{l−1} (docs/theory.md §12.1)."""
-        branch, skip = self.const.branch, self.const.skip
-        carried = Carried()
-        g_h = dh_top
-        for l in range(self.net.L - 1, -1, -1):
-            g = g_h
-            if branch and skip[l] >= 0:          # a block's output: its product is c W x
-                g = g_h * branch[l]
-                carried.hand(skip[l], g_h)
-            if l > 0:
-                below = carried.receive(
-                    l - 1, self._backward_product(g, l) * self.phi.dphi(hs[l - 1], self.b))
-            yield l, g
-            if l > 0:
-                g_h = below
+    def gradient_factors(self, hs, dx_top) -> list:
+        """[(l, G_l)] for l = L−1, …, 0 (0-based): layer l's W-gradient is G_lᵀ x^l, from
+        δx^L = ``dx_top``, with nothing updated.  In a residual block W^l's product enters
+        as c W^l x, so G = c δh^l, and the skip adds δh^l to δh^{l−1} (docs/theory.md
+        §12.1)."""
+        collect = _Factors(self)
+        self.program.backward(hs, dx_top, collect)
+        return collect.factors
 
-    def _backward_product(self, g_h, l):
+    # ---- the walk's operations on rows (spec/program.py) ---------------------------
+    def product(self, l, x):
+        return self.b.matmul(x, self.W[l].T)
+
+    def add_bias(self, l, v):
+        v += self.bias[l].T
+        return v
+
+    def residual(self, h_skip, c, v):
+        v *= c                               # a block's output: h = h^{skip} + c (W x + b)
+        v += h_skip
+        return v
+
+    def pre_activation(self, l, h):
+        check_size(h, self._step, l + 1, "pre-activation h", self.bound, self.xp)
+        return h
+
+    def activation(self, l, n):
+        return self.phi.phi(n, self.b)
+
+    def readout(self, x):
+        return self.b.matmul(x, self.W[-1].T)
+
+    def finish_output(self, f):
+        f *= self.alpha
+        check_size(f, self._step, None, "output f", self.bound, self.xp)
+        return f
+
+    def scale(self, c, g):
+        return g * c
+
+    def product_T(self, l, g):
         mm = self.b.matmul
         if self.backprop == "decoupled":
-            return mm(g_h, self.W_tilde[l]) + mm(g_h, self.W[l]) - mm(g_h, self.W0[l])
-        return mm(g_h, self.W[l])
+            return mm(g, self.W_tilde[l]) + mm(g, self.W[l]) - mm(g, self.W0[l])
+        return mm(g, self.W[l])
 
-    def _update(self, l, G, X, rate) -> None:
-        """Apply the optimizer's step to layer l, whose W-gradient is Gᵀ X."""
-        self.opt.finite_step(self.W[l], self.state[l], G, X, self.const, l, self.t, self.b,
-                             rate)
+    def activation_backward(self, l, n, dx):
+        return dx * self.phi.dphi(n, self.b)
 
-    def _update_bias(self, l, G, rate) -> None:
-        """The optimizer's step on layer l's bias, a weight with input 1: gradient Gᵀ 1."""
-        if self.bias is not None:
-            ones = self.b.xp.ones((len(G), 1), dtype=G.dtype)
-            self.opt.finite_step(self.bias[l], self.bias_state[l], G, ones, self.const.bias,
-                                 l, self.t, self.b, rate)
+    def gradient(self, l, g) -> None:
+        """The optimizer's step on W^l, whose W-gradient is gᵀ x^{l−1}."""
+        self.opt.finite_step(self.W[l], self.state[l], g, self._xs[l], self.const, l, self.t,
+                             self.b, self._rate)
+
+    def bias_gradient(self, l, g) -> None:
+        """The optimizer's step on layer l's bias, a weight with input 1: gradient gᵀ 1."""
+        ones = self.xp.ones((len(g), 1), dtype=g.dtype)
+        self.opt.finite_step(self.bias[l], self.bias_state[l], g, ones, self.const.bias, l,
+                             self.t, self.b, self._rate)
+
+    def unresidual(self, h_skip, c, v):
+        return (v - h_skip) / c
+
+    def remove_bias(self, l, v):
+        return v - self.bias[l].T
+
 
     # ---- memory ------------------------------------------------------------------
     @staticmethod
@@ -210,3 +226,20 @@ class FiniteNetwork:
         # init scheme needs beside it)
         draw = max((8 * a * b + initializations.host_bytes(net.init, (a, b)) for a, b in shapes))
         return total * item + state + draw
+
+
+class _Factors:
+    """A network's operations with the gradient hooks collecting (l, g) instead of moving
+    the weights (the backward vectors of an empirical tangent kernel)."""
+
+    def __init__(self, network):
+        self._nw, self.factors = network, []
+
+    def __getattr__(self, name):
+        return getattr(self._nw, name)
+
+    def gradient(self, l, g) -> None:
+        self.factors.append((l, g))
+
+    def bias_gradient(self, l, g) -> None:
+        pass

@@ -64,31 +64,26 @@ def empirical_ntk(net: MLP, X1, X2=None, width: int = 1024, seed: int = 0,
     X = b.asarray(np.vstack([X1, X2]), np.float64)
     hs, xs, _ = nw.forward(X, step=0)
     L, do, n1 = net.L, net.d_out, len(X1)
-    const = net.finite_constants(width)
-    scale = const.lr                                  # lr_mult_l n^{-(2a_l + c_l)}
+    const = net.finite_constants(width)              # rates lr_mult_l n^{-(2a_l + c_l)}
     gram = lambda A: A[:n1] @ A[n1:].T  # noqa: E731   (n1, n2) inner products
-    comps = {}
     eye = xp.eye(do)
-    # readout: ∂f_o/∂W^{L+1} = α e_o x^Lᵀ
-    comps[L + 1] = scale[L] * nw.alpha ** 2 * xp.einsum("ij,ab->iajb", gram(xs[L]), eye)
     ones = xp.ones((len(X), 1))
-    if const.bias is not None and net.bias.readout:   # ∂f_o/∂b^{L+1} = α e_o
-        comps[f"b{L + 1}"] = const.bias.lr[L] * nw.alpha ** 2 * xp.einsum(
-            "ij,ab->iajb", gram(ones), eye)
     # hidden layers: backpropagate each output separately
     G = [[None] * do for _ in range(L)]
     for o in range(do):
         g_x = nw.alpha * xp.broadcast_to(nw.W[L][o], xs[L].shape)
-        for l, g in nw.gradient_factors(hs, g_x * nw.phi.dphi(hs[L - 1], b)):
+        for l, g in nw.gradient_factors(hs, g_x):
             G[l][o] = g
-    for l in range(L):
-        inputs = [(l + 1, scale[l], xs[l])]
-        if const.bias is not None:
-            inputs.append((f"b{l + 1}", const.bias.lr[l], ones))
-        for key, rate, x in inputs:
-            xg = gram(x)
-            comps[key] = rate * xp.stack(
-                [xp.stack([(G[l][o][:n1] @ G[l][p][n1:].T) * xg for p in range(do)], axis=-1)
-                 for o in range(do)], axis=1)
+    comps = {}
+    # the readout's parameters first, then each layer's weight and bias
+    params = sorted(nw.program.parameters, key=lambda p: ((p.layer + 1) % (L + 1), p.is_bias))
+    for p in params:
+        rate, xg = p.constants(const).lr[p.layer], gram(p.input(xs, ones))
+        if p.layer == L:                 # ∂f_o/∂W^{L+1} = α e_o x^Lᵀ, ∂f_o/∂b^{L+1} = α e_o
+            comps[p.key] = rate * nw.alpha ** 2 * xp.einsum("ij,ab->iajb", xg, eye)
+        else:
+            comps[p.key] = rate * xp.stack(
+                [xp.stack([(G[p.layer][o][:n1] @ G[p.layer][q][n1:].T) * xg for q in range(do)],
+                          axis=-1) for o in range(do)], axis=1)
     out = {l: b.to_numpy(v) if do > 1 else b.to_numpy(v)[:, 0, :, 0] for l, v in comps.items()}
     return out if components else sum(out.values())

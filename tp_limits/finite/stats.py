@@ -69,7 +69,7 @@ class StatsRecorder:
             s["x_rms"][t, l] = rms(xs[l + 1])
             s["dh_rms"][t, l] = rms(hs[l] - self._h0[l])
             s["dx_rms"][t, l] = rms(xs[l + 1] - self._x0[l + 1])
-            s["dWx_rms"][t, l] = rms(nw.product(hs, l) - mm(xs[l], nw.W0[l].T))
+            s["dWx_rms"][t, l] = rms(nw.layer_product(hs, l) - mm(xs[l], nw.W0[l].T))
         s["dWx_rms"][t, L] = rms(f / nw.alpha - mm(xs[L], nw.W0[L].T))
         xL = xs[L]
         K = tonp(mm(xL, xL.T)) / nw.n

@@ -105,12 +105,41 @@ def _loss(torch, name: str):
     return lambda f, y: torch.nn.functional.cross_entropy(f, y)
 
 
+class _TorchOps:
+    """The walk's operations on torch tensors (spec/program.py, ``representation =
+    "torch"``): the module's own layers forward; autograd takes the way back."""
+
+    representation = "torch"
+
+    def __init__(self, module):
+        self.m = module
+
+    def product(self, l, x):
+        return self.m.hidden[l](x)
+
+    def residual(self, h_skip, c, v):
+        return h_skip + c * v
+
+    def pre_activation(self, l, h):
+        return h
+
+    def activation(self, l, n):
+        return self.m.act(n)
+
+    def readout(self, x):
+        return self.m.readout(x)
+
+    def finish_output(self, f):
+        return self.m.alpha * f
+
+
 def _module_class(torch):
     class TPMLP(torch.nn.Module):
-        """x ↦ α_r P φ(W^L ... φ(W^1 x)), bias-free, float64; with ``skips`` (a residual
-        network's layout, docs/theory.md §12) a block's output is h^{s} + c W x."""
+        """x ↦ α_r P φ(W^L ... φ(W^1 x)), bias-free, float64, through the network's program
+        (spec/program.py): a residual block's output is h^{s} + c W x (docs/theory.md
+        §12), a normalized layer's activation φ(N(h)) (§14)."""
 
-        def __init__(self, d_in, width, d_out, L, phi, readout, branch=(), skips=()):
+        def __init__(self, d_in, width, d_out, L, phi, readout, program):
             super().__init__()
             sizes = [d_in] + [width] * L
             self.hidden = torch.nn.ModuleList(
@@ -119,17 +148,11 @@ def _module_class(torch):
             self.act = _activation(torch, phi)
             self.readout = readout(width, d_out)
             self.alpha = 1.0                  # the plain readout's factor (α; 1 with MuReadout)
-            self.branch, self.skips = tuple(branch), tuple(skips)
+            self.program = program
 
         def forward(self, x):
-            hs = []
-            for l, layer in enumerate(self.hidden):
-                h = layer(x)
-                if self.skips and self.skips[l] >= 0:
-                    h = hs[self.skips[l]] + self.branch[l] * h
-                hs.append(h)
-                x = self.act(h)
-            return self.alpha * self.readout(x)
+            ops = _TorchOps(self)
+            return self.program.output(self.program.forward(x, ops)[1][-1], ops)
     return TPMLP
 
 
@@ -142,14 +165,13 @@ def to_torch(net: MLP, width: int, seed: int = 0, routine: Routine | None = None
     a ``mup.MuReadout`` and the model has ``set_base_shapes`` from a base model of
     hidden width n0 (a genuine mup model; its weights and rates are still this
     package's).  See the module docstring for the numbers."""
-    if isinstance(net, MLP) and net.bias is not None:
-        raise SpecError("to_torch builds networks without biases: the readout's bias would "
-                        "sit outside MuReadout's output multiplier, where this package puts it "
-                        "inside (docs/theory.md §13); build the MLP with bias=None")
-    torch = _import_torch()
-    n = check_int(width, "width")
     if not isinstance(net, MLP):
         raise SpecError(f"net must be a tp.MLP, got {type(net).__name__}")
+    refusal = net.program.refusal("torch")
+    if refusal:
+        raise SpecError(refusal)
+    torch = _import_torch()
+    n = check_int(width, "width")
     if routine is not None and not isinstance(routine, Routine):
         raise SpecError(f"routine must be a tp.Routine or None, got {type(routine).__name__}")
     mup = _import_mup() if base_width is not None else None
@@ -165,15 +187,15 @@ def to_torch(net: MLP, width: int, seed: int = 0, routine: Routine | None = None
     if mup is None:
         model = TPMLP(net.d_in, n, net.d_out, L, net.phi,
                       lambda i, o: torch.nn.Linear(i, o, bias=False, dtype=torch.float64),
-                      net.branch, net.skips)
+                      net.program)
         model.alpha, r = alpha, 1.0
     else:
         n0 = check_int(base_width, "base_width")
 
         def readout(i, o):
             return mup.MuReadout(i, o, bias=False, output_mult=alpha, dtype=torch.float64)
-        model = TPMLP(net.d_in, n, net.d_out, L, net.phi, readout, net.branch, net.skips)
-        base = TPMLP(net.d_in, n0, net.d_out, L, net.phi, readout, net.branch, net.skips)
+        model = TPMLP(net.d_in, n, net.d_out, L, net.phi, readout, net.program)
+        base = TPMLP(net.d_in, n0, net.d_out, L, net.phi, readout, net.program)
         mup.set_base_shapes(model, base, rescale_params=False)
         r = n0 / n
     layers = list(model.hidden) + [model.readout]

@@ -24,6 +24,7 @@ from . import initializations
 from .bias import Bias
 from .checks import (check_choice, check_int, finite_non_negative, finite_nonzero,
                      finite_positive, per_layer, repeat_hidden)
+from .program import Layer, Program
 from .residual import Residual
 
 
@@ -220,6 +221,29 @@ class MLP:
         """() for a plain MLP; for a residual one, the 0-based layer whose pre-activation
         each layer's skip adds (−1: none)."""
         return () if self.residual is None else self.residual.skips(self.L)
+
+    def rate_multiplier(self, parameter) -> float:
+        """The effective learning-rate multiplier of a program parameter (spec/program.py):
+        lr_mult_l (times K^{−γ} in the blocks), or the bias's m_{b,l}."""
+        mults = self.bias_lr_mult if parameter.is_bias else self.effective_lr_mult
+        return mults[parameter.layer]
+
+    @property
+    def bias_sigmas(self) -> tuple:
+        """σ_{b,l} of the L hidden biases (() without biases)."""
+        return () if self.bias is None else self.bias.sigmas(self.L)
+
+    @property
+    def program(self) -> Program:
+        """The network as a program of L + 1 layers (spec/program.py): each layer's bias,
+        residual skip and branch multiplier; the walk every engine takes."""
+        L = self.L
+        skips = self.skips or (-1,) * (L + 1)
+        branch = self.branch or (1.0,) * (L + 1)
+        biased = (() if self.bias is None
+                  else tuple(range(L)) + ((L,) if self.bias.readout else ()))
+        return Program(tuple(Layer(l, bias=l in biased, skip=skips[l], branch=branch[l])
+                             for l in range(L + 1)))
 
     @property
     def limit_sigma(self) -> tuple:

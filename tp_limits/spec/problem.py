@@ -40,6 +40,11 @@ class Problem:
         self.eval_targets       # noqa: B018
 
     @cached_property
+    def program(self):
+        """The network as a program (spec/program.py): the walk every engine takes."""
+        return self.net.program
+
+    @cached_property
     def optimizer(self):
         """The routine's optimizer, or the plain one the parametrization names (checked to be
         of the parametrization's kind)."""

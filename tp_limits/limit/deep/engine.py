@@ -89,14 +89,11 @@ class MonteCarloEngine(FeatureLearningEngine):
             raise SpecError("method='quadrature' applies to one hidden layer only")
         decoupled = options.backprop == "decoupled"
         zdot = estimator_class(options.zdot, decoupled, net.nonlinearity)
-        if zdot.name == "tangent" and net.residual is not None:
+        if zdot.name == "tangent" and not problem.program.plain:
             raise SpecError("zdot='tangent' follows plain MLPs only: its tangents do not take "
-                            "the skip connections of a residual network; use zdot='stein' (the "
-                            "default), which needs no chain rule")
-        if zdot.name == "tangent" and net.bias is not None:
-            raise SpecError("zdot='tangent' follows networks without biases only: its "
-                            "tangents do not carry the biases' particles; use zdot='stein' "
-                            "(the default)")
+                            "the skip connections of a residual network, carry the biases' "
+                            "particles or go through a normalization's moments; use "
+                            "zdot='stein' (the default), which needs no chain rule")
         if zdot.name == "tangent" and not problem.optimizer.plain:
             raise SpecError(f"zdot='tangent' follows plain SGD only; with {problem.optimizer} "
                             "use zdot='stein' (the default)")
@@ -180,7 +177,7 @@ class MonteCarloEngine(FeatureLearningEngine):
         L, d, do, B, T, E = p.net.L, p.net.d_in, p.net.d_out, p.B, p.T, p.E
         hist = 4 * (L - 1) * B * T                                  # vec + hat, F and G
         slots = 1 + len(getattr(p.optimizer.rule, "slots", ()))
-        biases = 0 if p.net.bias is None else L * slots        # Z^{b^l} and their state
+        biases = len(p.program.hidden_bias_layers) * slots     # Z^{b^l} and their state
         per = np.dtype(s.dtype).itemsize * hist + 8 * (d + do + biases + 4 * L * max(B, E))
         if s.record_stats:
             per += 8 * 2 * L * E                                    # h_0, x_0 of the eval inputs

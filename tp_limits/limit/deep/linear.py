@@ -47,7 +47,6 @@ import numpy as np
 
 from ...engine.memory import require_memory
 from ...engine.steps import StepLoop, check_size
-from ...spec.residual import Carried
 from ..base import FeatureLearningEngine
 from ..result import LimitResult
 
@@ -80,66 +79,75 @@ class _Primitives:
 
 
 def primitive_count(problem) -> int:
-    """The Gaussian primitives a deep linear run creates: the input's and readout's, and
-    per hidden matrix a hat per stored forward and backward vector (2B a step) and per
-    evaluated output (E a step and at the start)."""
+    """The Gaussian primitives a deep linear run creates: the input's and readout's, one per
+    hidden bias, and per hidden matrix a hat per stored forward and backward vector (2B a
+    step) and per evaluated output (E a step and at the start)."""
     net = problem.net
-    return (net.d_in + net.d_out + (0 if net.bias is None else net.L)
+    return (net.d_in + net.d_out + len(problem.program.hidden_bias_layers)
             + (net.L - 1) * (2 * problem.B * problem.T + problem.E * (problem.T + 1)))
 
 
-def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
-                bound=None) -> LimitResult:
-    """Run the exact deep linear limit on ``problem`` with the limit constants ``const``."""
-    net = problem.net
-    L, d, do = net.L, net.d_in, net.d_out
-    T, B, E = problem.T, problem.B, problem.E
-    Xe = problem.eval_inputs
-    sig, alpha, eta = const.sigma, const.alpha, const.eta
-    branch, skip = const.branch, const.skip
-    cap = primitive_count(problem)
-    bc = const.bias
-    prim = _Primitives(d + do + (0 if bc is None else L), cap)
-    cU = [prim.zeros() for _ in range(d)]
-    for k in range(d):
-        cU[k][k] = sig[0]
-    cV = [prim.zeros() for _ in range(do)]
-    if const.readout_init:
-        for o in range(do):
-            cV[o][d + o] = sig[L]
-    cb = []                                     # the hidden biases' coefficients
-    if bc is not None:
-        cb = [prim.zeros() for _ in range(L)]
-        for l in range(L):
-            cb[l][d + do + l] = bc.sigma[l]
-        beta = np.zeros(do)                     # the readout's bias (deterministic)
-    F = {l: [] for l in range(2, L + 1)}        # forward hats: (c_x, p)
-    F_train = {l: [] for l in range(2, L + 1)}  # the training ones (backward Ż sums)
-    G = {l: [] for l in range(2, L + 1)}        # backward hats: (c_δh, p)
-    pairs = {l: [] for l in range(2, L + 1)}    # ΔW^l pieces: (c_δh^l, c_x^{l-1})
-    opt = problem.optimizer
-    decay = opt.shrinks(const.decay)
-    rates = problem.routine.rates
-    # msign optimizers (Muon): ΔW^l is Σ_{i,j} δh_i Ω[i, j] x_jᵀ over the stored pairs
-    msign = opt.hidden_matrices == "msign"
-    sched = {l: (opt.init_factor(decay[l - 1], T, rates), None) if msign
-             else opt.schedule(decay[l - 1], T, rates) for l in range(2, L + 1)}
-    omega = {l: np.zeros((B * T, B * T)) for l in range(2, L + 1)} if msign else {}
-    if opt.coordinatewise:
-        stU, stV = [opt.rule.zeros(c) for c in cU], [opt.rule.zeros(c) for c in cV]
-    else:
-        stU = opt.particle_state(np.column_stack(cU), "input")
-        stV = opt.particle_state(np.column_stack(cV), "readout")
-    if bc is not None:
-        decay_b = opt.shrinks(bc.decay)
-        st_b, st_beta = [opt.rule.zeros(c) for c in cb], opt.rule.zeros(beta)
+class _ExactRun:
+    """The state of one exact run and the walk's operations on coefficient vectors
+    (spec/program.py, ``representation = "coefficients"``): a vector is its coefficients
+    over the primitives, one input item at a time."""
 
-    def moments(A, Bm):
+    representation = "coefficients"
+
+    def __init__(self, problem, const, decoupled: bool, bound):
+        net = problem.net
+        L, d, do = net.L, net.d_in, net.d_out
+        T, B = problem.T, problem.B
+        self.problem, self.program, self.L, self.B = problem, problem.program, L, B
+        self.sig, self.alpha, self.eta = const.sigma, const.alpha, const.eta
+        self.decoupled, self.bound = decoupled, bound
+        bc = const.bias
+        biased = self.program.hidden_bias_layers
+        prim = self.prim = _Primitives(d + do + len(biased), primitive_count(problem))
+        self.cU = [prim.zeros() for _ in range(d)]
+        for k in range(d):
+            self.cU[k][k] = const.sigma[0]
+        self.cV = [prim.zeros() for _ in range(do)]
+        if const.readout_init:
+            for o in range(do):
+                self.cV[o][d + o] = const.sigma[L]
+        self.cb = {}                            # the hidden biases' coefficients
+        for j, l in enumerate(biased):
+            self.cb[l] = prim.zeros()
+            self.cb[l][d + do + j] = bc.sigma[l]
+        # the readout's bias: deterministic
+        self.beta = {l: np.zeros(do) for l in self.program.readout_bias_layers}
+        hidden = range(2, L + 1)
+        self.F = {l: [] for l in hidden}        # forward hats: (c_x, p)
+        self.F_train = {l: [] for l in hidden}  # the training ones (backward Ż sums)
+        self.G = {l: [] for l in hidden}        # backward hats: (c_δh, p)
+        self.pairs = {l: [] for l in hidden}    # ΔW^l pieces: (c_δh^l, c_x^{l-1})
+        opt = self.opt = problem.optimizer
+        self.decay = opt.shrinks(const.decay)
+        rates = problem.routine.rates
+        # msign optimizers (Muon): ΔW^l is Σ_{i,j} δh_i Ω[i, j] x_jᵀ over the stored pairs
+        self.msign = opt.hidden_matrices == "msign"
+        self.sched = {l: (opt.init_factor(self.decay[l - 1], T, rates), None) if self.msign
+                      else opt.schedule(self.decay[l - 1], T, rates) for l in hidden}
+        self.omega = {l: np.zeros((B * T, B * T)) for l in hidden} if self.msign else {}
+        if opt.coordinatewise:
+            self.stU = [opt.rule.zeros(c) for c in self.cU]
+            self.stV = [opt.rule.zeros(c) for c in self.cV]
+        else:
+            self.stU = opt.particle_state(np.column_stack(self.cU), "input")
+            self.stV = opt.particle_state(np.column_stack(self.cV), "readout")
+        self.st_b = {l: opt.rule.zeros(c) for l, c in self.cb.items()}
+        self.st_b.update({l: opt.rule.zeros(b) for l, b in self.beta.items()})
+        self.decay_b = {l: opt.shrinks(bc.decay)[l] for l in self.st_b}
+        self.eta_b = {l: bc.eta[l] for l in self.st_b}
+        self._t, self._store, self._step = 0, False, 0
+
+    def moments(self, A, Bm):
         """E[Aᵀ B] for coefficient columns A, B (primitives x k)."""
-        n = prim.count
-        return A[:n].T @ prim.S[:n, :n] @ Bm[:n]
+        n = self.prim.count
+        return A[:n].T @ self.prim.S[:n, :n] @ Bm[:n]
 
-    def apply_matrix(l, v, own, zdot_family, pairs_in_order, t):
+    def apply_matrix(self, l, v, own, zdot_family, pairs_in_order, t):
         """Z of W^l v (forward) or W^lᵀ v (backward): new hat + Ż + ΔW sum.
 
         ``own``: the family v's hat joins; ``zdot_family``: the other family's
@@ -147,51 +155,159 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
         pieces as (c matched against v, c that is added) — (x, δh) forward,
         (δh, x) backward, B per step in step order; ``t`` the step whose W_t acts.
         """
-        s2 = sig[l - 1] ** 2
-        rho, C = sched[l]
+        prim, B = self.prim, self.B
+        s2 = self.sig[l - 1] ** 2
+        rho, C = self.sched[l]
         p = prim.new_hat(s2, v, own)
         out = prim.zeros()
         out[p] = 1.0
-        if not decoupled:
+        if not self.decoupled:
             for c, q in zdot_family:
                 out += s2 * v[q] * c
         if rho[t] != 1.0:
             out *= rho[t]
-        if msign:
+        if self.msign:
             kp = len(pairs_in_order)
             if kp:
                 covs = np.array([prim.cov(c_match, v) for c_match, _ in pairs_in_order])
-                om = omega[l][:kp, :kp]
-                w = (om if own is F[l] else om.T) @ covs
+                om = self.omega[l][:kp, :kp]
+                w = (om if own is self.F[l] else om.T) @ covs
                 out -= np.column_stack([c for _, c in pairs_in_order]) @ w
             return out, p
         for j, (c_match, c_add) in enumerate(pairs_in_order):
-            out -= eta[l - 1] * C[t, j // B] * prim.cov(c_match, v) * c_add
+            out -= self.eta[l - 1] * C[t, j // B] * prim.cov(c_match, v) * c_add
         return out, p
 
-    def forward(zeta, store: bool, t: int):
+    # -- the walk's operations on coefficient vectors (spec/program.py) --------------------
+    def forward(self, zeta, store: bool, t: int):
         """Coefficient vectors of h^1..h^L for input ζ (x^l = h^l) under W_t."""
-        h = sum(zeta[k] * cU[k] for k in range(d))
-        hs = [h + cb[0] if cb else h]
-        for l in range(2, L + 1):
-            x = hs[-1]
-            new, p = apply_matrix(l, x, F[l], G[l], [(c_x, c_dh) for c_dh, c_x in pairs[l]], t)
-            F[l].append((x, p))
-            if store:
-                F_train[l].append((x, p))
-            if cb:
-                new = new + cb[l - 1]
-            out = bool(branch) and skip[l - 1] >= 0  # a block's output: h^{skip} + c Z^{Wx+b}
-            hs.append(hs[skip[l - 1]] + branch[l - 1] * new if out else new)
-        return hs
+        self._store, self._t = store, t
+        return self.program.forward(zeta, self)[0]
 
-    def output(cx, step):
-        f = np.array([prim.cov(cV[o], cx) for o in range(do)])
-        f = alpha * (f + beta if bc is not None else f)
-        check_size(f, step, None, "output f", bound)
+    def product(self, l, x):
+        if l == 0:
+            return sum(x[k] * self.cU[k] for k in range(len(self.cU)))
+        lw = l + 1
+        new, p = self.apply_matrix(lw, x, self.F[lw], self.G[lw],
+                                   [(c_x, c_dh) for c_dh, c_x in self.pairs[lw]], self._t)
+        self.F[lw].append((x, p))
+        if self._store:
+            self.F_train[lw].append((x, p))
+        return new
+
+    def add_bias(self, l, v):
+        if l == self.L:                          # the readout's: deterministic
+            return v + self.beta[l]
+        return v + self.cb[l]
+
+    def residual(self, h_skip, c, v):
+        return h_skip + c * v                    # a block's output: h^{skip} + c Z^{Wx+b}
+
+    def pre_activation(self, l, h):
+        return h
+
+    def activation(self, l, n):
+        return n                                 # φ = id
+
+    def readout(self, x):
+        return np.array([self.prim.cov(cv, x) for cv in self.cV])
+
+    def finish_output(self, f):
+        f = self.alpha * f
+        check_size(f, self._step, None, "output f", self.bound)
         return f
 
-    res = LimitResult.empty(T, E, B, do, L=L)
+    def output(self, cx, step):
+        self._step = step
+        return self.program.output(cx, self)
+
+    def scale(self, c, g):
+        return c * g
+
+    def product_T(self, l, g):
+        lw = l + 1
+        dx, p = self.apply_matrix(lw, g, self.G[lw], self.F_train[lw], self.pairs[lw], self._t)
+        self.G[lw].append((g, p))
+        return dx
+
+    def activation_backward(self, l, n, dx):
+        return dx                                # φ′ = 1
+
+    def gradient(self, l, g) -> None:
+        if l:                                    # a hidden matrix's pair (δh^l, x^{l−1})
+            self._new_pairs[l + 1].append((g, self._fwd[l - 1]))
+
+    def bias_gradient(self, l, g) -> None:
+        self._bias_grad[l] += g                  # Σ_i of what W^l sees backward
+
+    # -- a step ---------------------------------------------------------------------------
+    def step(self, t):
+        """Forward the batch, backward each item, then move every coefficient vector."""
+        problem, L, B, alpha, opt = self.problem, self.L, self.B, self.alpha, self.opt
+        Xb, Yb = problem.batch(t)
+        fwd = [self.forward(Xb[i], store=True, t=t) for i in range(B)]
+        fb = np.array([self.output(hs[-1], t) for hs in fwd])
+        chi = problem.loss.grad(fb, Yb, np) / B
+        dh1 = []
+        self._new_pairs = {l: [] for l in range(2, L + 1)}
+        self._bias_grad = {l: self.prim.zeros() for l in self.cb}
+        for i in range(B):
+            self._fwd = fwd[i]
+            dx = alpha * sum(chi[i, o] * self.cV[o] for o in range(len(self.cV)))  # δx^L
+            dh1.append(self.program.backward(fwd[i], dx, self))
+        rate = self.problem.routine.rates[t]
+        eta, decay = self.eta, self.decay
+        for l, c in self.cb.items():   # coordinatewise rules only (Problem refuses others)
+            scale_b, h_b = opt.coordinate(self.eta_b[l], 1.0, self.decay_b[l], t + 1,
+                                          rate)
+            self.cb[l], self.st_b[l] = opt.rule.apply(c, scale_b * self._bias_grad[l],
+                                                      self.st_b[l], h_b)
+        for l, beta in self.beta.items():
+            scale_b, h_b = opt.coordinate(self.eta_b[l], alpha, self.decay_b[l], t + 1,
+                                          rate)
+            self.beta[l], self.st_b[l] = opt.rule.apply(beta, scale_b * chi.sum(axis=0),
+                                                        self.st_b[l], h_b)
+        cU, cV, d = self.cU, self.cV, len(self.cU)
+        if opt.coordinatewise:
+            scale_u, h_u = opt.coordinate(eta[0], 1.0, decay[0], t + 1, rate)  # α in δh^1
+            scale_v, h_v = opt.coordinate(eta[L], alpha, decay[L], t + 1, rate)
+            for k in range(d):
+                cU[k], self.stU[k] = opt.rule.apply(
+                    cU[k], scale_u * sum(Xb[i, k] * dh1[i] for i in range(B)), self.stU[k],
+                    h_u)
+            for o in range(len(cV)):
+                cV[o], self.stV[o] = opt.rule.apply(
+                    cV[o], scale_v * sum(chi[i, o] * fwd[i][-1] for i in range(B)),
+                    self.stV[o], h_v)
+        else:                            # a step that needs the particles' means
+            ZU, self.stU = opt.move_particles(np.column_stack(cU), self.stU,
+                                              np.column_stack(dh1), Xb, eta[0], 1.0, decay[0],
+                                              t + 1, rate, "input", self.moments)
+            ZV, self.stV = opt.move_particles(np.column_stack(cV), self.stV,
+                                              np.column_stack([hs[-1] for hs in fwd]), chi,
+                                              eta[L], alpha, decay[L], t + 1, rate, "readout",
+                                              self.moments)
+            self.cU, self.cV = list(ZU.T.copy()), list(ZV.T.copy())
+        prim = self.prim
+        for l in range(2, L + 1):
+            self.pairs[l].extend(self._new_pairs[l])
+            if self.msign:
+                pairs = self.pairs[l]
+                GP = np.array([[prim.cov(a, b) for b, _ in pairs] for a, _ in pairs])
+                GQ = np.array([[prim.cov(a, b) for _, b in pairs] for _, a in pairs])
+                opt.move_pairs(self.omega[l], GP, GQ, t, B, rate, eta[l - 1], decay[l - 1])
+        return fb, float(np.mean(problem.loss.value(fb, Yb, np)))
+
+
+def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
+                bound=None) -> LimitResult:
+    """Run the exact deep linear limit on ``problem`` with the limit constants ``const``."""
+    net = problem.net
+    L, T, E = net.L, problem.T, problem.E
+    Xe = problem.eval_inputs
+    run = _ExactRun(problem, const, decoupled, bound)
+    prim = run.prim
+    res = LimitResult.empty(T, E, problem.B, net.d_out, L=L)
     mom = res.moments
     h0 = [None] * E
 
@@ -200,7 +316,7 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
             return
         xs_L = []
         for e in range(E):
-            hs = forward(Xe[e], store=False, t=t)
+            hs = run.forward(Xe[e], store=False, t=t)
             if t == 0:
                 h0[e] = hs
             for l in range(L):
@@ -208,7 +324,7 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
                 dd = hs[l] - h0[e][l]
                 mom.dh_sq[t, l, e] = mom.dx_sq[t, l, e] = prim.cov(dd, dd)
             xs_L.append(hs[-1])
-            res.f_eval[t, e] = output(hs[-1], t)
+            res.f_eval[t, e] = run.output(hs[-1], t)
         res.f_eval_se[t] = 0.0
         for e in range(E):
             for g in range(E):
@@ -218,63 +334,7 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
     with loop:
         evaluate(0)
         for t in loop:
-            Xb, Yb = problem.batch(t)
-            fwd = [forward(Xb[i], store=True, t=t) for i in range(B)]
-            fb = np.array([output(hs[-1], t) for hs in fwd])
-            res.f_train[t] = fb
-            res.loss[t] = float(np.mean(problem.loss.value(fb, Yb, np)))
-            chi = problem.loss.grad(fb, Yb, np) / B
-            dh1, new_pairs = [], {l: [] for l in range(2, L + 1)}
-            bias_grad = [prim.zeros() for _ in cb]      # Σ_i of what W^l sees backward
-            for i in range(B):
-                dh = alpha * sum(chi[i, o] * cV[o] for o in range(do))     # δh^L (φ′ = 1)
-                carried = Carried()
-                for l in range(L, 1, -1):
-                    out = bool(branch) and skip[l - 1] >= 0
-                    g = branch[l - 1] * dh if out else dh       # what W^l sees backward
-                    if out:
-                        carried.hand(skip[l - 1], dh)
-                    if cb:
-                        bias_grad[l - 1] += g
-                    dx, p = apply_matrix(l, g, G[l], F_train[l], pairs[l], t)
-                    G[l].append((g, p))
-                    new_pairs[l].append((g, fwd[i][l - 2]))
-                    dh = carried.receive(l - 2, dx)
-                dh1.append(dh)
-                if cb:
-                    bias_grad[0] += dh
-            rate = rates[t]
-            if bc is not None:             # coordinatewise rules only (Problem refuses others)
-                for l in range(L):
-                    scale_b, h_b = opt.coordinate(bc.eta[l], 1.0, decay_b[l], t + 1, rate)
-                    cb[l], st_b[l] = opt.rule.apply(cb[l], scale_b * bias_grad[l], st_b[l], h_b)
-                scale_b, h_b = opt.coordinate(bc.eta[L], alpha, decay_b[L], t + 1, rate)
-                beta, st_beta = opt.rule.apply(beta, scale_b * chi.sum(axis=0), st_beta, h_b)
-            if opt.coordinatewise:
-                scale_u, h_u = opt.coordinate(eta[0], 1.0, decay[0], t + 1, rate)  # α in δh^1
-                scale_v, h_v = opt.coordinate(eta[L], alpha, decay[L], t + 1, rate)
-                for k in range(d):
-                    cU[k], stU[k] = opt.rule.apply(
-                        cU[k], scale_u * sum(Xb[i, k] * dh1[i] for i in range(B)), stU[k], h_u)
-                for o in range(do):
-                    cV[o], stV[o] = opt.rule.apply(
-                        cV[o], scale_v * sum(chi[i, o] * fwd[i][-1] for i in range(B)), stV[o],
-                        h_v)
-            else:                            # a step that needs the particles' means
-                ZU, stU = opt.move_particles(np.column_stack(cU), stU, np.column_stack(dh1),
-                                             Xb, eta[0], 1.0, decay[0], t + 1, rate, "input",
-                                             moments)
-                ZV, stV = opt.move_particles(np.column_stack(cV), stV,
-                                             np.column_stack([hs[-1] for hs in fwd]), chi,
-                                             eta[L], alpha, decay[L], t + 1, rate, "readout",
-                                             moments)
-                cU, cV = list(ZU.T.copy()), list(ZV.T.copy())
-            for l in range(2, L + 1):
-                pairs[l].extend(new_pairs[l])
-                if msign:
-                    GP = np.array([[prim.cov(a, b) for b, _ in pairs[l]] for a, _ in pairs[l]])
-                    GQ = np.array([[prim.cov(a, b) for _, b in pairs[l]] for _, a in pairs[l]])
-                    opt.move_pairs(omega[l], GP, GQ, t, B, rate, eta[l - 1], decay[l - 1])
+            res.f_train[t], res.loss[t] = run.step(t)
             evaluate(t + 1)
     res.se_method = "exact (linear combinations of Gaussian primitives)"
     res.info = {"primitives": prim.count}

@@ -55,7 +55,6 @@ import numpy as np
 from ...engine.backend import get_backend
 from ...engine.steps import StepLoop, check_size
 from ...errors import DivergenceError
-from ...spec.residual import Carried
 from ..result import LimitResult
 from ..sampling import Draws, SobolPrefix
 from .families import Family, NonFiniteLaw
@@ -96,8 +95,7 @@ def qmc_dims(spec: RunSpec) -> int:
     p = spec.problem
     L, d, do = p.net.L, p.net.d_in, p.net.d_out
     hats = (L - 1) * (2 * p.B * p.T + p.E * len(spec.eval_steps))
-    bias = spec.const.bias
-    biases = 0 if bias is None else sum(s > 0 for s in bias.sigma[:L])
+    biases = sum(spec.const.bias.sigma[l] > 0 for l in p.program.hidden_bias_layers)
     return min(MAX_QMC_DIMS, d + (do if spec.const.readout_init else 0) + biases + hats)
 
 
@@ -112,7 +110,7 @@ class DeepRun:
         self.net, self.phi = p.net, p.net.nonlinearity
         L, d, do, N = p.net.L, p.net.d_in, p.net.d_out, spec.N
         self.L, self.N, self.alpha, self.eta = L, N, c.alpha, c.eta
-        self.branch, self.skip = c.branch, c.skip  # () or the residual layout
+        self.program = p.program                   # the walk (spec/program.py)
         self.draws = draws = Draws(b, rng, spec.random)
         if spec.sampler == "qmc":
             self.draws = draws = SobolPrefix(draws, qmc_dims(spec), N)
@@ -123,12 +121,12 @@ class DeepRun:
             self.ZV = (sig[L] if c.readout_init else 0.0) * xp.concatenate([half, -half])
         else:
             self.ZV = sig[L] * draws.normal((N, do)) if c.readout_init else xp.zeros((N, do))
-        self.Zb = self.beta = None          # biases: Z^{b^l} (N, 1) per hidden layer; β
-        if c.bias is not None:
-            self.Zb = [s * draws.normal((N, 1)) if s else xp.zeros((N, 1))
-                       for s in c.bias.sigma[:L]]
-            self.beta = np.zeros((1, do))
-            self.bias_grads = [None] * L     # this step's g^l, kept by the backward pass
+        # the program's biases: Z^{b^l} (N, 1) per hidden layer with one, and the readout's
+        # deterministic β (1, d_out); this step's backward vectors g^l for them
+        self.Zb = {l: (c.bias.sigma[l] * draws.normal((N, 1)) if c.bias.sigma[l]
+                       else xp.zeros((N, 1))) for l in self.program.hidden_bias_layers}
+        self.beta = {l: np.zeros((1, do)) for l in self.program.readout_bias_layers}
+        self.bias_grads = {}
         cap = p.B * p.T
         passes = passes_for(b)
         self.F = {l: Family(N, cap, sig[l - 1] ** 2, spec.dtype, passes)
@@ -153,10 +151,9 @@ class DeepRun:
                       for l in range(2, L + 1)}
         self.stU, self.stV = (opt.particle_state(self.ZU, "input"),
                               opt.particle_state(self.ZV, "readout"))
-        if c.bias is not None:
-            self.bias_decay = opt.shrinks(c.bias.decay)
-            self.st_b = [opt.particle_state(z, "input") for z in self.Zb]
-            self.st_beta = opt.particle_state(self.beta, "readout")
+        self.st_b = {l: opt.particle_state(z, "input") for l, z in self.Zb.items()}
+        self.st_b.update({l: opt.particle_state(b, "readout") for l, b in self.beta.items()})
+        self.bias_decay = {l: opt.shrinks(c.bias.decay)[l] for l in self.st_b}
         self.updates = 0                      # updates so far
         self.res = LimitResult.empty(p.T, p.E, p.B, do, L if spec.record_stats else None)
         self.evaluated = set()
@@ -208,7 +205,8 @@ class DeepRun:
         return z.backprop(t_dx, dphi, dx, self.phi.d2phi(h, self.b), t_h)
 
     def forward(self, X, stored: int, t: int):
-        """h^1..h^L and x^1..x^L, each (m, N), for the rows of X under W_t, with their tangents.
+        """h^1..h^L and x^1..x^L, each (m, N), for the rows of X under W_t, with their tangents:
+        the program's walk (spec/program.py) on particle rows.
 
         The m hats of a layer are drawn jointly, conditional on the stored
         training hats: for training items this equals drawing them one after
@@ -216,78 +214,106 @@ class DeepRun:
         drawn with them get their joint law with the new training hats.  The
         first ``stored`` rows are this step's training items, stored.
         """
-        z, b = self.zdot, self.b
-        store = stored > 0
-        hs = [X @ self.ZU.T]
-        if self.Zb is not None:
-            hs[0] += self.Zb[0].T
-        xs = [self.phi.phi(hs[0], b)]
-        ths = [z.input(X)]
-        txs = [self._activation_tangent(ths[0], hs[0])]
-        for l in range(2, self.L + 1):
-            F, G, x = self.F[l], self.G[l], xs[-1]
-            try:
-                hat, info = F.sample(x, self.draws, store_rows=stored)
-            except (NonFiniteLaw, np.linalg.LinAlgError):
-                raise DivergenceError(t, l, "pre-activation h (its Gaussian law)") from None
-            k0, kG = F.k, G.k
-            zc = z.forward(l, x, txs[-1], G) if kG else self.xp.zeros((0, len(x)))
-            coef = self._coefficients(F, G, x, info[0], l, zc, t)
-            h = self._scaled(hat, l, t)
-            if kG:
-                self.times_rows(coef, G.vec[:kG], out=h)
-            extra = self.delta_w_forward(l, x, stored)
-            if extra is not None:
-                h = h + extra
-            if self.Zb is not None:
-                h += self.Zb[l - 1].T
-            ths.append(z.forward_tangent(l, coef, kG, len(x), k0 if store else None))
-            if store:
-                z.keep_forward(l, k0, txs[-1])
-                F.store(x, hat, info, stored)
-            if self.branch and self.skip[l - 1] >= 0:     # a block's output: h^{skip} + c Z^{Wx}
-                h *= self.branch[l - 1]
-                h += hs[self.skip[l - 1]]
-            hs.append(h)
-            xs.append(self.phi.phi(h, b))
-            txs.append(self._activation_tangent(ths[-1], h))
-        return hs, xs, ths, txs
+        self._stored, self._t = stored, t
+        self._ths, self._txs = [], []
+        hs, xs = self.program.forward(X, self)
+        return hs, xs[1:], self._ths, self._txs
 
     def backward(self, hs, ths, chi, t):
         """δh^1 (B, N) and its tangent, from the readout seed δx^L = α χᵀ Z^{nV}."""
-        z, phi, b = self.zdot, self.phi, self.b
-        dx = self.alpha * (chi @ self.ZV.T)                               # δx^L, (B, N)
-        dp = phi.dphi(hs[-1], b)
-        dh = dx * dp                                                       # δh^L
-        t_dh = self._backprop_tangent(z.readout(self.alpha, chi), dp, dx, hs[-1], ths[-1])
-        carried = Carried()
-        for l in range(self.L, 1, -1):
-            F, G = self.F[l], self.G[l]
-            # W^l's backward vector: δh^l, times the multiplier at a block's output, whose
-            # skip carries δh^l down to the layer it skips from
-            out = bool(self.branch) and self.skip[l - 1] >= 0
-            g = self.branch[l - 1] * dh if out else dh
-            if out:
-                carried.hand(self.skip[l - 1], dh)
-            if self.Zb is not None:
-                self.bias_grads[l - 1] = g
-            hat, info = G.sample(g, self.draws, store_rows=len(g))
-            k0, kF = G.k, F.k
-            coef = self._coefficients(G, F, g, info[0], l, z.backward(l, g, t_dh, F), t)
-            dx = self.times_rows(coef, F.vec[:kF], out=self._scaled(hat, l, t))
-            extra = self.delta_w_backward(l, g)
-            if extra is not None:
-                dx = dx + extra
-            t_dx = z.backward_tangent(l, coef, kF, len(g), k0)
-            z.keep_backward(l, k0, t_dh)
-            G.store(g, hat, info)
-            h = hs[l - 2]
-            dp = phi.dphi(h, b)
-            dh = carried.receive(l - 2, dx * dp)
-            t_dh = self._backprop_tangent(t_dx, dp, dx, h, ths[l - 2])
-        if self.Zb is not None:
-            self.bias_grads[0] = dh
-        return dh, t_dh
+        self._t, self._ths = t, ths
+        self._t_dx = self.zdot.readout(self.alpha, chi)
+        dh = self.program.backward(hs, self.alpha * (chi @ self.ZV.T), self)
+        return dh, self._t_dh
+
+    # -- the walk's operations on particle rows (spec/program.py) ---------------------------
+    representation = "rows"
+
+    def product(self, l, x):
+        """Z^{W x} of layer l (0-based) for the rows x: Z^U ξ for the input layer; for a
+        hidden matrix the new hat with its Ż and ΔW terms (docs/theory.md §4.2), the first
+        ``stored`` rows kept in the families."""
+        z = self.zdot
+        if l == 0:
+            self._ths.append(z.input(x))
+            return x @ self.ZU.T
+        stored, t, lw = self._stored, self._t, l + 1
+        F, G = self.F[lw], self.G[lw]
+        try:
+            hat, info = F.sample(x, self.draws, store_rows=stored)
+        except (NonFiniteLaw, np.linalg.LinAlgError):
+            raise DivergenceError(t, lw, "pre-activation h (its Gaussian law)") from None
+        k0, kG = F.k, G.k
+        zc = z.forward(lw, x, self._txs[-1], G) if kG else self.xp.zeros((0, len(x)))
+        coef = self._coefficients(F, G, x, info[0], lw, zc, t)
+        h = self._scaled(hat, lw, t)
+        if kG:
+            self.times_rows(coef, G.vec[:kG], out=h)
+        extra = self.delta_w_forward(lw, x, stored)
+        if extra is not None:
+            h = h + extra
+        self._ths.append(z.forward_tangent(lw, coef, kG, len(x), k0 if stored > 0 else None))
+        if stored > 0:
+            z.keep_forward(lw, k0, self._txs[-1])
+            F.store(x, hat, info, stored)
+        return h
+
+    def add_bias(self, l, v):
+        if l == self.L:                          # the readout's: α β, deterministic
+            return v + self.alpha * self.beta[l]
+        v += self.Zb[l].T
+        return v
+
+    def residual(self, h_skip, c, v):
+        v *= c                                  # a block's output: h^{skip} + c Z^{Wx}
+        v += h_skip
+        return v
+
+    def pre_activation(self, l, h):
+        return h
+
+    def activation(self, l, n):
+        self._txs.append(self._activation_tangent(self._ths[-1], n))
+        return self.phi.phi(n, self.b)
+
+    def scale(self, c, g):
+        return c * g
+
+    def product_T(self, l, g):
+        """Z^{W^lᵀ g} for the backward rows g: the new hat of family G, its Ż and ΔW
+        terms; g is stored (W^l sees it backward: c δh^l in a residual block)."""
+        z, t, lw = self.zdot, self._t, l + 1
+        F, G = self.F[lw], self.G[lw]
+        hat, info = G.sample(g, self.draws, store_rows=len(g))
+        k0, kF = G.k, F.k
+        coef = self._coefficients(G, F, g, info[0], lw, z.backward(lw, g, self._t_dh, F), t)
+        dx = self.times_rows(coef, F.vec[:kF], out=self._scaled(hat, lw, t))
+        extra = self.delta_w_backward(lw, g)
+        if extra is not None:
+            dx = dx + extra
+        self._t_dx = z.backward_tangent(lw, coef, kF, len(g), k0)
+        z.keep_backward(lw, k0, self._t_dh)
+        G.store(g, hat, info)
+        return dx
+
+    def activation_backward(self, l, n, dx):
+        dp = self.phi.dphi(n, self.b)
+        self._t_dh = self._backprop_tangent(self._t_dx, dp, dx, n, self._ths[l])
+        return dx * dp
+
+    def gradient(self, l, g) -> None:
+        pass                         # the families kept g; update() moves Z^U and Z^{nV}
+
+    def bias_gradient(self, l, g) -> None:
+        self.bias_grads[l] = g
+
+    def readout(self, x):
+        self._contrib = self.alpha * x[:, :, None] * self.ZV[None]           # (m, N, do)
+        return self.b.to_numpy(self._contrib.mean(axis=1))
+
+    def finish_output(self, f):
+        check_size(f, self._step, None, "output f", self.spec.bound)
+        return f
 
     def update(self, Xb, dh1, t_dh1, xL, t_xL, chi) -> None:
         """Z^U −= η_1 Σ_i δh^1_i ξ_iᵀ and Z^{nV} −= η_{L+1} α Σ_i x^L_i χ_iᵀ, simultaneously
@@ -312,28 +338,26 @@ class DeepRun:
         """Each hidden bias's particles by the optimizer's rule for one coordinate with the
         gradient Σ_i g^l_i (the step's backward vectors, taken before any update), and the
         readout's β by the same rule with α Σ_i χ_i (``chi`` on the host)."""
-        if self.Zb is None:
-            return
         c, opt, xp, t = self.spec.const.bias, self.opt, self.xp, self.updates
         rate = self.rates[t - 1]
-        for l, g in enumerate(self.bias_grads):
+        for l, z in self.Zb.items():
+            g = self.bias_grads[l]
             self.Zb[l], self.st_b[l] = opt.move_particles(
-                self.Zb[l], self.st_b[l], g.T, xp.ones((len(g), 1)), c.eta[l], 1.0,
+                z, self.st_b[l], g.T, xp.ones((len(g), 1)), c.eta[l], 1.0,
                 self.bias_decay[l], t, rate, "input")
-        self.beta, self.st_beta = opt.move_particles(
-            self.beta, self.st_beta, np.ones((1, len(chi))), chi, c.eta[self.L], self.alpha,
-            self.bias_decay[self.L], t, rate, "readout")
+        for l, beta in self.beta.items():
+            self.beta[l], self.st_b[l] = opt.move_particles(
+                beta, self.st_b[l], np.ones((1, len(chi))), chi, c.eta[l], self.alpha,
+                self.bias_decay[l], t, rate, "readout")
 
     # -- outputs ------------------------------------------------------------------------------
     def output(self, xL, step, with_se=False):
         """f̊ for each row of x^L (m, N) -> (m, d_out) on the host, and its batch-means error."""
-        contrib = self.alpha * xL[:, :, None] * self.ZV[None]              # (m, N, do)
-        f = self.b.to_numpy(contrib.mean(axis=1))
-        if self.beta is not None:
-            f = f + self.alpha * self.beta
-        check_size(f, step, None, "output f", self.spec.bound)
+        self._step = step
+        f = self.program.output(xL, self)
         if not with_se:
             return f
+        contrib = self._contrib
         m = len(contrib)
         gm = self.xp.concatenate([contrib[:, a:b].reshape(m, n, size, -1).mean(axis=2)
                                   for a, b, n, size in self.groups if n], axis=1)
@@ -383,6 +407,7 @@ class DeepRun:
         chi_host = p.loss.grad(fb, Yb, np) / p.B
         chi = self.xp.asarray(chi_host)
         dh1, t_dh1 = self.backward(hs, ths, chi, t)
+        self.program.readout_gradient(chi_host, self)
         self.update(Xb, dh1, t_dh1, xs[-1], txs[-1], chi)
         self.update_biases(chi_host)
 

@@ -33,7 +33,7 @@ from ...engine.steps import StepLoop, check_size
 from ...errors import SpecError
 from ..base import Engine
 from ..result import LimitResult
-from .kernels import nngp, ntk
+from .kernels import biases_moving_with, nngp, ntk
 
 
 def _index(Z, A) -> np.ndarray:
@@ -99,11 +99,10 @@ class KernelEngine(Engine):
         eval_steps = self.options.eval_steps(T)
         train_idx = _index(Z, p.routine.training_inputs)
         eval_idx = _index(Z, p.eval_inputs)
-        bias = p.net.bias
-        if not self.trivial:
-            K = ntk(p.net, Z)
-        elif bias is not None and bias.readout:  # only a readout bias moves (width-free, §13)
-            K = ntk(p.net, Z, layers=(f"b{p.net.L + 1}",))
+        # trivial: of the parameters only the width-free ones move, a readout bias (§13)
+        moving = None if not self.trivial else biases_moving_with(p.net, ())
+        if moving is None or moving:
+            K = ntk(p.net, Z, layers=moving)
         else:
             K = np.zeros((len(Z), len(Z)))
         F, f0_desc = self._initial(np.random.default_rng(self.options.seed))

@@ -29,7 +29,7 @@ import numpy as np
 from ...errors import SpecError, UnstableParametrizationError, UnsupportedError
 from ...spec import MLP
 from ...spec.checks import as_matrix
-from ...spec.residual import Carried
+from ...spec.program import Layer, Program
 from .pair_moments import moments
 
 
@@ -47,19 +47,77 @@ def _pairwise(S, fn):
     return out
 
 
-def layer_kernels(phi: str, sigma, X1, X2=None, branch=(), skip=(), bias_sigma=()) -> dict:
+class _KernelOps:
+    """The walk's operations on kernel matrices over input pairs (spec/program.py,
+    ``representation = "kernel"``): forward a pre-activation is its covariance Σ^l, an
+    activation the pair moments V^l (V̇^l kept for the way back); backward a vector is its
+    gradient kernel Π^l.  Skips add independent Gaussians (Σ^{s} + c² Σ) and hand Π back
+    unchanged; a branch scales Π by c²."""
+
+    representation = "kernel"
+
+    def __init__(self, phi: str, sigma, bias_sigma, J):
+        self.fn, self.sigma, self.J = moments(phi), sigma, J
+        self.sb2 = [s * s for s in bias_sigma]
+        self.V, self.Vd, self.grads = [], [], {}
+
+    def product(self, l, x):
+        """σ_1² X Xᵀ for the inputs X (l = 0); σ_{l+1}² V^l for a layer's input kernel."""
+        if l == 0:
+            return self.sigma[0] ** 2 * x @ x.T
+        return self.sigma[l] ** 2 * x
+
+    def add_bias(self, l, v):
+        return v + self.sb2[l] * self.J
+
+    def residual(self, h_skip, c, v):
+        return c * c * v + h_skip
+
+    def pre_activation(self, l, h):
+        return h
+
+    def activation(self, l, n):
+        V, Vd = _pairwise(n, self.fn)
+        self.V.append(V)
+        self.Vd.append(Vd)
+        return V
+
+    def readout(self, x):
+        return self.sigma[-1] ** 2 * x
+
+    def finish_output(self, f):
+        return f
+
+    def scale(self, c, g):
+        return c * c * g
+
+    def product_T(self, l, g):
+        return self.sigma[l] ** 2 * g
+
+    def activation_backward(self, l, n, dx):
+        return dx * self.Vd[l]
+
+    def gradient(self, l, g) -> None:
+        self.grads[l] = g
+
+    bias_gradient = gradient
+
+
+def layer_kernels(phi: str, sigma, X1, X2=None, program=None, bias_sigma=()) -> dict:
     """V^l, V̇^l (l = 1..L) and the contributions K_1..K_{L+1} between X1 and X2.
 
     ``sigma`` holds the L+1 effective init constants.  Cross kernels are
     computed on the stacked inputs and cut out, so the pair moments see the
     right variances; without X2 the kernels of X1 are exactly symmetric.
-    ``branch`` and ``skip`` (a residual network's multipliers c_l and skip sources s_l,
-    docs/theory.md §12.3): a skip adds the kernel of the layer it starts from,
-    Σ^l = Σ^{s_l} + c_l² σ_l² V^{l-1}, and hands its gradient kernel back to it,
-    Π^{s_l} += Π^l; a layer's contribution is c_l² Π^l ⊙ V^{l-1}.  ``bias_sigma`` (the L
-    hidden biases' σ_b, or () without biases) adds σ_{b,l}² to Σ^l (inside a block's
-    branch, times c_l²) and returns the biases' contributions "Kb": c_l² Π^l for the
-    hidden ones, J for the readout's.
+    ``program`` (spec/program.py; default: the plain MLP of len(sigma) layers) is walked
+    once forward and once backward on kernel matrices (:class:`_KernelOps`): a residual
+    block's skip adds the kernel of the layer it starts from, Σ^l = Σ^{s_l} + c_l² σ_l²
+    V^{l-1}, and hands its gradient kernel back to it, Π^{s_l} += Π^l; a layer's
+    contribution is c_l² Π^l ⊙ V^{l-1} (docs/theory.md §12.3); a normalization rescales
+    each input's covariance before φ and the gradient kernels after it (§14.3).
+    ``bias_sigma`` (σ_b of the hidden biases, then the readout's 0) adds σ_{b,l}² to Σ^l
+    (inside a block's branch, times c_l²); the biases' contributions "Kb" are c_l² Π^l for
+    the hidden ones and J for the readout's.
     """
     if X2 is None:
         X, cut = X1, (lambda M: M)
@@ -67,34 +125,21 @@ def layer_kernels(phi: str, sigma, X1, X2=None, branch=(), skip=(), bias_sigma=(
         X, n1 = np.vstack([X1, X2]), len(X1)
         cut = lambda M: M[:n1, n1:]  # noqa: E731
     L = len(sigma) - 1
-    fn = moments(phi)
+    if program is None:
+        program = Program(tuple(Layer(l) for l in range(L + 1)))
     J = np.ones((len(X), len(X)))
-    sb2 = [s * s for s in bias_sigma] if len(bias_sigma) else [0.0] * L
-    S = sigma[0] ** 2 * X @ X.T + sb2[0] * J
-    Vs, Vds = [], []
-    c2 = [b * b for b in branch] if branch else [1.0] * (L + 1)
-    skip = skip or (-1,) * (L + 1)
-    Ss = [S]
-    for l in range(L):
-        V, Vd = _pairwise(Ss[l], fn)
-        Vs.append(V)
-        Vds.append(Vd)
-        if l < L - 1:                          # the next hidden layer (a skip adds Σ^{s})
-            S = c2[l + 1] * (sigma[l + 1] ** 2 * V + sb2[l + 1] * J)
-            Ss.append(S + Ss[skip[l + 1]] if skip[l + 1] >= 0 else S)
-    Pi = [None] * L
-    Pi[L - 1] = sigma[L] ** 2 * Vds[L - 1]
-    carried = Carried()                        # gradient kernels handed back by skips
-    for l in range(L - 1, 0, -1):
-        if skip[l] >= 0:
-            carried.hand(skip[l], Pi[l])
-        Pi[l - 1] = carried.receive(l - 1, c2[l] * sigma[l] ** 2 * Pi[l] * Vds[l - 1])
-    K = ([Pi[0] * (X @ X.T)] + [c2[l] * Pi[l] * Vs[l - 1] for l in range(1, L)]
-         + [Vs[L - 1]])
-    Kb = [c2[l] * Pi[l] for l in range(L)] + [J]
-    return {"V": [cut(v) for v in Vs], "Vdot": [cut(v) for v in Vds],
-            "K": [cut(k) for k in K], "Kb": [cut(k) for k in Kb],
-            "nngp": sigma[L] ** 2 * cut(Vs[L - 1])}
+    ops = _KernelOps(phi, sigma, tuple(bias_sigma) + (0.0,), J)
+    hs, xs = program.forward(X, ops)
+    nngp = program.output(xs[-1], ops)
+    program.readout_gradient(1.0, ops)
+    program.backward(hs, sigma[L] ** 2, ops)
+    grams = [X @ X.T] + ops.V              # each weight's input kernel (a bias's: J)
+    K = [ops.grads[l] * grams[l] for l in range(L + 1)]
+    Kb = [ops.grads[l] for l in range(L)] + [J]
+    comps = {p.key: cut((Kb if p.is_bias else K)[p.layer]) for p in program.parameters}
+    return {"V": [cut(v) for v in ops.V], "Vdot": [cut(v) for v in ops.Vd],
+            "K": [cut(k) for k in K], "Kb": [cut(k) for k in Kb], "nngp": cut(nngp),
+            "components": comps}
 
 
 def _inputs(net, X1, X2):
@@ -124,8 +169,7 @@ def nngp(net, X1, X2=None) -> np.ndarray:
 
 
 def _layer_kernels(net, A, B) -> dict:
-    bias = () if net.bias is None else net.bias.sigmas(net.L)
-    return layer_kernels(net.phi, net.limit_sigma, A, B, net.branch, net.skips, bias)
+    return layer_kernels(net.phi, net.limit_sigma, A, B, net.program, net.bias_sigmas)
 
 
 def ntk(net, X1, X2=None, components: bool = False, layers=None):
@@ -148,9 +192,10 @@ def ntk(net, X1, X2=None, components: bool = False, layers=None):
                 + "; ".join(k.violations) + ". Pass layers=(1, ..., L+1) for the full NTK "
                 "of its architecture")
         layers = k.kernel_components or tuple(range(1, net.L + 2))
-        layers = tuple(layers) + _bias_components(net, layers)
+        layers = tuple(layers) + biases_moving_with(net, layers)
     layers = tuple(layers)
-    names = _bias_names(net)
+    params = {p.key: p for p in net.program.parameters}
+    names = [key for key in params if isinstance(key, str)]
     if not layers or any(l not in names if isinstance(l, str) else
                          (not isinstance(l, numbers.Integral) or not 1 <= l <= net.L + 1)
                          for l in layers):
@@ -158,23 +203,12 @@ def ntk(net, X1, X2=None, components: bool = False, layers=None):
                         + (f" or biases {', '.join(names)}" if names else ""))
     lk = _layer_kernels(net, A, B)
     a2 = net.output_multiplier ** 2
-    comps = {l: a2 * (net.bias_lr_mult[names.index(l)] * lk["Kb"][names.index(l)]
-                      if isinstance(l, str) else net.effective_lr_mult[l - 1] * lk["K"][l - 1])
-             for l in layers}
+    comps = {l: a2 * (net.rate_multiplier(params[l]) * lk["components"][l]) for l in layers}
     return comps if components else sum(comps.values())
 
 
-def _bias_names(net) -> list:
-    """"b1" … "b{L+1}" for a network with biases (the readout's only if it has one)."""
-    if net.bias is None:
-        return []
-    return [f"b{l}" for l in range(1, net.L + 1)] + ([f"b{net.L + 1}"] if net.bias.readout
-                                                     else [])
-
-
-def _bias_components(net, layers) -> tuple:
+def biases_moving_with(net, layers) -> tuple:
     """The biases that move with the given weight layers: the hidden ones with the input
     layer (the same width exponents), the readout's always (it has no width)."""
-    names = _bias_names(net)
-    hidden = tuple(names[:net.L]) if 1 in layers else ()
-    return hidden + tuple(names[net.L:])
+    return tuple(p.key for p in net.program.parameters
+                 if p.is_bias and (p.layer == net.L or 1 in layers))
