@@ -12,7 +12,8 @@ feature learning, L = 1                one_hidden.ParticleEngine (Monte Carlo or
                                        quadrature)
 feature learning, L >= 2, φ = id       deep.LinearEngine (exact)
 feature learning, L >= 2               deep.MonteCarloEngine (Stein or tangent Ż)
-feature learning with biases, L = 1    the deep engines (bias particles, §13)
+feature learning, L = 1, a program     the deep engines (bias particles §13,
+  that is not plain                    normalizations §14)
 optimizer not linear in the gradients  UnsupportedError (a nonlinear kernel)
 (Adam), kernel or trivial regime
 weight decay, kernel regime            UnsupportedError (decay moves W_0 by Θ(1))
@@ -79,9 +80,10 @@ def select_engine(problem, options):
                         "network has no closed form under it; use method='monte_carlo'")
     exact = options.method == "exact" or (options.method is None and net.phi == "id"
                                           and opt.exact_linear)
-    if net.L == 1 and (not opt.coordinatewise or net.bias is not None):
-        # a step that needs particle means first (Muon's Gram of the update), or biases:
-        # the deep engines (the one-hidden engines carry no bias), with no hidden matrix
+    if net.L == 1 and (not opt.coordinatewise or not problem.program.plain):
+        # a step that needs particle means first (Muon's Gram of the update), or a program
+        # the fused one-hidden sweep does not take (biases, a normalization): the deep
+        # engines, which walk any program, with no hidden matrix
         if exact:
             _refuse_deep_knobs(options, "the exact linear limit")
         return (DeepLinear if exact else MonteCarloEngine)(problem, k, options)

@@ -21,6 +21,7 @@ from ..abc.update_rules import update_rule
 from ..errors import SpecError
 from ..nonlinearities import Nonlinearity, get_nonlinearity
 from . import initializations
+from .layers import NORMS
 from .bias import Bias
 from .checks import (check_choice, check_int, finite_non_negative, finite_nonzero,
                      finite_positive, per_layer, repeat_hidden)
@@ -84,6 +85,31 @@ class LimitConstants:
     bias: "LimitConstants | None" = None
 
 
+#: the normalizations' default ε (width-free)
+DEFAULT_NORM_EPS = 1e-5
+
+
+def _norm(norm, eps, param: ABC):
+    """The normalization kind of MLP(norm=, norm_eps=), or None.  Normalizations are derived
+    for parametrizations whose pre-activations are Θ(1) at initialization (docs/theory.md
+    §14.4): elsewhere N's scale would change the width exponents, and that is refused."""
+    if norm is None:
+        if eps != DEFAULT_NORM_EPS:
+            raise SpecError(f"norm_eps = {eps!r} needs norm = 'layer' or 'rms' (there is no "
+                            "normalization to take it)")
+        return None
+    kind = NORMS[check_choice(norm, "norm", tuple(NORMS))](eps)
+    failed = [c for c in param.classify().conditions
+              if c.key in ("input_init", "hidden_init") and not c.holds]
+    if failed:
+        raise SpecError(f"norm = {norm!r} with {param.label}: its pre-activations are not Θ(1) "
+                        "at initialization (" + "; ".join(c.consequence for c in failed)
+                        + "), where a normalization's scale would change the width exponents; "
+                        "normalizations are derived for a_1 + b_1 = 0 and a_l + b_l = 1/2 "
+                        "(docs/theory.md §14.4)")
+    return kind
+
+
 def _rate_multiplier(value, name: str) -> float:
     """A learning-rate multiplier: a finite number >= 0, where 0 freezes the layer."""
     try:
@@ -113,6 +139,10 @@ class MLP:
     h^l = h^{l−1} + K^{−α} W^l φ(h^{l−1}), and multiplies their rates by K^{−γ},
     K = L − 1 (docs/theory.md §12).  ``bias`` (True or a :class:`Bias`) adds a bias to every
     hidden layer and to the readout, each a weight with input 1 (docs/theory.md §13).
+    ``norm`` ("layer" or "rms") normalizes every hidden pre-activation over the width before
+    φ, x^l = φ(N(h^l)) with N(h) = (h − mean h)/√(var h + ε) or h/√(mean h² + ε),
+    ε = ``norm_eps``, no gains; in a residual network the blocks are then pre-norm,
+    h ← h + K^{−α} W φ(N(h)) (docs/theory.md §14).
     """
 
     param: ABC
@@ -126,10 +156,12 @@ class MLP:
     init: str
     residual: Residual | None
     bias: Bias | None
+    norm: object
 
     def __init__(self, param: ABC, d_in: int, d_out: int = 1, phi: str = "tanh", sigma=None,
                  lr_mult=None, readout_multiplier: float = 1.0, output_scale: float = 1.0,
-                 init: str = "gaussian", residual: Residual | None = None, bias=None):
+                 init: str = "gaussian", residual: Residual | None = None, bias=None,
+                 norm: str | None = None, norm_eps: float = DEFAULT_NORM_EPS):
         if not isinstance(param, ABC):
             raise SpecError(f"param must be a tp.ABC (e.g. tp.mup(2)), got {type(param).__name__}")
         if param.is_symbolic:
@@ -159,6 +191,7 @@ class MLP:
         if bias is not None:
             bias.check_depth(param.L)
         object.__setattr__(self, "bias", bias)
+        object.__setattr__(self, "norm", _norm(norm, norm_eps, param))
 
     @property
     def L(self) -> int:
@@ -181,7 +214,14 @@ class MLP:
                for name, v in (("sigma", self.sigma), ("lr_mult", self.lr_mult))}
         return MLP(param, self.d_in, self.d_out, self.phi, per["sigma"], per["lr_mult"],
                    self.readout_multiplier, self.output_scale, self.init, self.residual,
-                   None if self.bias is None else self.bias.with_depth(L))
+                   None if self.bias is None else self.bias.with_depth(L),
+                   *self.norm_arguments)
+
+    @property
+    def norm_arguments(self) -> tuple:
+        """(norm, norm_eps) as given to the constructor."""
+        return (None, DEFAULT_NORM_EPS) if self.norm is None else (self.norm.name,
+                                                                   self.norm.eps)
 
     def with_blocks(self, K: int) -> "MLP":
         """This residual network with ``K`` blocks (L = 1 + K·block_depth)."""
@@ -242,7 +282,8 @@ class MLP:
         branch = self.branch or (1.0,) * (L + 1)
         biased = (() if self.bias is None
                   else tuple(range(L)) + ((L,) if self.bias.readout else ()))
-        return Program(tuple(Layer(l, bias=l in biased, skip=skips[l], branch=branch[l])
+        return Program(tuple(Layer(l, bias=l in biased, skip=skips[l], branch=branch[l],
+                                   norm=self.norm if l < L else None)
                              for l in range(L + 1)))
 
     @property

@@ -142,6 +142,10 @@ class _ExactRun:
         self.eta_b = {l: bc.eta[l] for l in self.st_b}
         self._t, self._store, self._step = 0, False, 0
 
+    def cov(self, a, b) -> float:
+        """E[Z^a Z^b] of two coefficient vectors."""
+        return self.prim.cov(a, b)
+
     def moments(self, A, Bm):
         """E[Aᵀ B] for coefficient columns A, B (primitives x k)."""
         n = self.prim.count
@@ -180,9 +184,10 @@ class _ExactRun:
 
     # -- the walk's operations on coefficient vectors (spec/program.py) --------------------
     def forward(self, zeta, store: bool, t: int):
-        """Coefficient vectors of h^1..h^L for input ζ (x^l = h^l) under W_t."""
+        """Coefficient vectors of h^1..h^L and x^0..x^L for input ζ under W_t (x^l = h^l
+        without a normalization, φ = id)."""
         self._store, self._t = store, t
-        return self.program.forward(zeta, self)[0]
+        return self.program.forward(zeta, self)
 
     def product(self, l, x):
         if l == 0:
@@ -235,7 +240,7 @@ class _ExactRun:
 
     def gradient(self, l, g) -> None:
         if l:                                    # a hidden matrix's pair (δh^l, x^{l−1})
-            self._new_pairs[l + 1].append((g, self._fwd[l - 1]))
+            self._new_pairs[l + 1].append((g, self._xs[l]))
 
     def bias_gradient(self, l, g) -> None:
         self._bias_grad[l] += g                  # Σ_i of what W^l sees backward
@@ -246,15 +251,15 @@ class _ExactRun:
         problem, L, B, alpha, opt = self.problem, self.L, self.B, self.alpha, self.opt
         Xb, Yb = problem.batch(t)
         fwd = [self.forward(Xb[i], store=True, t=t) for i in range(B)]
-        fb = np.array([self.output(hs[-1], t) for hs in fwd])
+        fb = np.array([self.output(xs[-1], t) for _, xs in fwd])
         chi = problem.loss.grad(fb, Yb, np) / B
         dh1 = []
         self._new_pairs = {l: [] for l in range(2, L + 1)}
         self._bias_grad = {l: self.prim.zeros() for l in self.cb}
         for i in range(B):
-            self._fwd = fwd[i]
+            hs, self._xs = fwd[i]
             dx = alpha * sum(chi[i, o] * self.cV[o] for o in range(len(self.cV)))  # δx^L
-            dh1.append(self.program.backward(fwd[i], dx, self))
+            dh1.append(self.program.backward(hs, dx, self))
         rate = self.problem.routine.rates[t]
         eta, decay = self.eta, self.decay
         for l, c in self.cb.items():   # coordinatewise rules only (Problem refuses others)
@@ -277,14 +282,14 @@ class _ExactRun:
                     h_u)
             for o in range(len(cV)):
                 cV[o], self.stV[o] = opt.rule.apply(
-                    cV[o], scale_v * sum(chi[i, o] * fwd[i][-1] for i in range(B)),
+                    cV[o], scale_v * sum(chi[i, o] * fwd[i][1][-1] for i in range(B)),
                     self.stV[o], h_v)
         else:                            # a step that needs the particles' means
             ZU, self.stU = opt.move_particles(np.column_stack(cU), self.stU,
                                               np.column_stack(dh1), Xb, eta[0], 1.0, decay[0],
                                               t + 1, rate, "input", self.moments)
             ZV, self.stV = opt.move_particles(np.column_stack(cV), self.stV,
-                                              np.column_stack([hs[-1] for hs in fwd]), chi,
+                                              np.column_stack([xs[-1] for _, xs in fwd]), chi,
                                               eta[L], alpha, decay[L], t + 1, rate, "readout",
                                               self.moments)
             self.cU, self.cV = list(ZU.T.copy()), list(ZV.T.copy())
@@ -316,15 +321,17 @@ def deep_linear(problem, const, decoupled: bool, eval_steps, on_step=None,
             return
         xs_L = []
         for e in range(E):
-            hs = run.forward(Xe[e], store=False, t=t)
+            hs, xs = run.forward(Xe[e], store=False, t=t)
             if t == 0:
-                h0[e] = hs
+                h0[e] = hs, xs
             for l in range(L):
-                mom.h_sq[t, l, e] = mom.x_sq[t, l, e] = prim.cov(hs[l], hs[l])
-                dd = hs[l] - h0[e][l]
-                mom.dh_sq[t, l, e] = mom.dx_sq[t, l, e] = prim.cov(dd, dd)
-            xs_L.append(hs[-1])
-            res.f_eval[t, e] = run.output(hs[-1], t)
+                for sq, dsq, v, v0 in ((mom.h_sq, mom.dh_sq, hs[l], h0[e][0][l]),
+                                       (mom.x_sq, mom.dx_sq, xs[l + 1], h0[e][1][l + 1])):
+                    sq[t, l, e] = prim.cov(v, v)
+                    dd = v - v0
+                    dsq[t, l, e] = prim.cov(dd, dd)
+            xs_L.append(xs[-1])
+            res.f_eval[t, e] = run.output(xs[-1], t)
         res.f_eval_se[t] = 0.0
         for e in range(E):
             for g in range(E):
