@@ -176,7 +176,6 @@ def pass_times(b, read_bw, shapes=((400, 1_000_000), (8000, 100_000)), m=12, r=4
         print(f"fused vs two reads, k = {k}: new rows {float(cp.abs(a - f).max()):.1e}, cross "
               f"products {float(cp.abs(ca - cf).max() / cp.abs(ca).max()):.1e} (relative)",
               flush=True)
-        del R, V, Z, gram
 
 
 def solve_times(b, ks=(2000, 8000), ms=(4, 12)):
@@ -251,7 +250,7 @@ def horizon(b, N, Ts, dtypes, context=contextlib.nullcontext):
     """Wall time and device memory (the memory pool's size after the run) of the deep job
     at N particles for each T, and the growth exponent between the two largest T."""
     cp = b.xp
-    print(f"\n| T | storage | wall (s) | device memory (GiB) |\n|---|---|---|---|")
+    print("\n| T | storage | wall (s) | device memory (GiB) |\n|---|---|---|---|")
     for dtype in dtypes:
         walls = {}
         for T in Ts:

@@ -1,10 +1,12 @@
 """Experiment files (`tp-limits run`), the built-in demo (`tp-limits demo`) and their reports."""
 import copy
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import D1
 
 import tp_limits as tp
 from tp_limits.cli import main
@@ -20,6 +22,7 @@ from tp_limits.experiment import (
     write_report,
 )
 from tp_limits.experiment.data import GENERATORS
+from tp_limits.spec.layers import RMSNorm
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_TOMLS = sorted((ROOT / "examples" / "experiments").glob("*.toml"))
@@ -327,3 +330,31 @@ def test_output_folders_that_cannot_take_the_report_are_refused_up_front(tmp_pat
     with pytest.raises(tp.TPError, match="is a file, not a folder"):
         check_output_folder(afile / "sub" / "out")
     assert check_output_folder(real, force=True) == real
+
+
+@pytest.mark.parametrize("model, message", [
+    ({"residual_alpha": float("nan")}, "model.residual_alpha = nan must be a finite number"),
+    ({"residual_alpha": 0.5, "residual_block_depth": 3}, "model.residual_block_depth = 3"),
+    ({"residual_gamma": 1.0}, "model.residual_gamma needs model.residual_alpha"),
+    ({"bias": True, "bias_sigma": -1.0}, "model.bias_sigma = -1.0"),
+    ({"bias_readout": False}, "model.bias_readout needs model.bias = true"),
+    ({"norm": "rms", "norm_eps": -1.0}, "model.norm_eps = -1.0 must be a positive"),
+    ({"norm_eps": 1e-3}, "model.norm_eps = 0.001 needs norm"),
+    ({"sigma": [1.0, 2.0]}, "model.sigma has 2 entries"),
+])
+def test_model_errors_name_the_file_key(model, message):
+    """Every [model] field is declared once (spec/fields.py): a constructor's complaint comes
+    back under the experiment file's key, not the Python argument it feeds."""
+    cfg = {"parametrization": {"preset": "mup", "L": 3}, "data": {"generator": "d1"},
+           "routine": {"lr": 0.5}, "model": model}
+    with pytest.raises(ExperimentError, match=re.escape(message)):
+        build(cfg)
+
+
+def test_norm_keys_build_a_normalized_network():
+    cfg = {"parametrization": {"preset": "mup", "L": 2}, "data": {"generator": "d1"},
+           "routine": {"lr": 0.5}, "model": {"norm": "rms", "norm_eps": 1e-4}}
+    net = build(cfg).net
+    assert net.norm == RMSNorm(1e-4)
+    tr = tp.train_finite(net, tp.Routine(lr=0.5, **D1), 64, record=())
+    assert tr.meta["norm"] == {"norm": "rms", "norm_eps": 1e-4}

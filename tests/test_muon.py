@@ -55,14 +55,16 @@ class DenseMuon(tp.Muon):
     as a reference (the package's never forms an n × n product of dense matrices)."""
 
     def finite_state(self, W, l, layers, backend):
-        if self._vector(l, layers):
-            return self.adam.finite_state(W, l, layers, backend)
+        opt = self.layer_optimizer(l, layers)
+        if not isinstance(opt, M.MsignUpdate):             # Adam on the vector layers
+            return opt.finite_state(W, l, layers, backend)
         return (np.zeros_like(W),)
 
     def finite_step(self, W, state, G, X, const, l, t, backend, rate=1.0):
         layers = len(const.lr)
-        if self._vector(l, layers):
-            return self.adam.finite_step(W, state, G, X, const, l, t, backend, rate)
+        opt = self.layer_optimizer(l, layers)
+        if not isinstance(opt, M.MsignUpdate):
+            return opt.finite_step(W, state, G, X, const, l, t, backend, rate)
         (Mb,) = state
         Gw = G.T @ X
         Mb *= self.momentum

@@ -10,25 +10,24 @@ from __future__ import annotations
 import numpy as np
 
 from .._version import __version__
+from ..spec.fields import MODEL_FIELDS
 
 #: Keys of :func:`problem_meta`: two runs agree on all of them iff they solve the same problem.
-PROBLEM_KEYS = ("parametrization", "phi", "L", "d_in", "d_out", "sigma", "lr_mult",
-                "readout_multiplier", "output_scale", "init", "residual", "bias", "lr",
-                "lr_schedule", "loss", "batch_size", "steps", "optimizer")
+PROBLEM_KEYS = (("parametrization", "L", "d_in", "d_out")
+                + tuple(f.name for f in MODEL_FIELDS)
+                + ("lr", "lr_schedule", "loss", "batch_size", "steps", "optimizer"))
 
 
 def model_meta(net) -> dict:
-    """The network's description as JSON (its layers, constants, skips and biases)."""
-    return {"phi": net.phi, "L": net.L, "d_in": net.d_in, "d_out": net.d_out,
-            "sigma": list(net.sigma), "lr_mult": list(net.lr_mult), "init": net.init,
-            "residual": None if net.residual is None else net.residual.to_json(),
-            "bias": None if net.bias is None else net.bias.to_json()}
+    """The network's description as JSON: its size and every declared field
+    (spec/fields.py: constants, initialization, skips, biases, normalization)."""
+    return {"L": net.L, "d_in": net.d_in, "d_out": net.d_out,
+            **{f.name: f.record(net) for f in MODEL_FIELDS}}
 
 
 def problem_meta(problem) -> dict:
     net, r = problem.net, problem.routine
     return {"parametrization": repr(net.param), **model_meta(net),
-            "readout_multiplier": net.readout_multiplier, "output_scale": net.output_scale,
             "lr": r.lr, "lr_schedule": None if r.lr_factors is None else r.lr_factors.tolist(),
             "loss": r.loss, "batch_size": r.batch_size, "steps": r.steps,
             "optimizer": str(problem.optimizer)}
@@ -54,4 +53,4 @@ def problem_mismatch(problem, meta: dict) -> list:
 
 
 #: what a key added later meant in trajectories saved before it existed
-_BEFORE = {"init": "gaussian", "residual": None, "bias": None}
+_BEFORE = {f.name: f.before for f in MODEL_FIELDS}

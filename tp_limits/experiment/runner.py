@@ -31,7 +31,8 @@ from ..engine.trajectory import Trajectory
 from ..errors import TPError
 from ..finite.train import prepare_finite
 from ..limit import prepare_limit, simulate_limit
-from ..spec import MLP, Bias, Residual, Routine
+from ..spec import MLP, Routine
+from ..spec.fields import mlp_from_file
 from ..spec.optimizers import OPTIMIZERS, default_optimizer, hyperparameters
 from ..spec.schedules import named
 from .data import load_data
@@ -134,32 +135,6 @@ def _rates(r: dict, X, steps) -> float | np.ndarray:
         raise ExperimentError(f"routine: {exc}") from None
 
 
-def _residual(model: dict):
-    """tp.Residual from [model] residual_alpha / residual_gamma / residual_block_depth (None
-    without alpha)."""
-    if model.get("residual_alpha") is None:
-        for key, default in (("residual_gamma", 0.0), ("residual_block_depth", 1)):
-            if model.get(key, default) != default:
-                raise ExperimentError(f"model.{key} needs model.residual_alpha (the branch "
-                                      "exponent of the skip connections)")
-        return None
-    return Residual(model["residual_alpha"], model.get("residual_gamma", 0.0),
-                    model.get("residual_block_depth", 1))
-
-
-def _bias(model: dict):
-    """tp.Bias from [model] bias / bias_sigma / bias_lr_mult / bias_readout (None without
-    bias = true)."""
-    keys = (("bias_sigma", 0.0), ("bias_lr_mult", 1.0), ("bias_readout", True))
-    if not model.get("bias", False):
-        for key, default in keys:
-            if model.get(key, default) != default:
-                raise ExperimentError(f"model.{key} needs model.bias = true")
-        return None
-    values = [model.get(k, d) for k, d in keys]
-    return Bias(*(tuple(v) if isinstance(v, list) else v for v in values))
-
-
 def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
     """Validate ``config`` and build the experiment (no simulation yet).
 
@@ -171,10 +146,8 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
     try:
         param = from_options(**p)
         X, Y, E, Ye, steps = load_data(cfg["data"], r, Path(base))
-        net = MLP(param, d_in=np.shape(X)[1] if np.ndim(X) == 2 else 1, d_out=_d_out(cfg["data"], Y),
-                  phi=m["phi"], sigma=m["sigma"], lr_mult=m["lr_mult"],
-                  readout_multiplier=m["readout_multiplier"], output_scale=m["output_scale"],
-                  init=m["init"], residual=_residual(m), bias=_bias(m))
+        net = mlp_from_file(param, np.shape(X)[1] if np.ndim(X) == 2 else 1,
+                            _d_out(cfg["data"], Y), m)
         routine = Routine(X, Y, lr=_rates(r, X, steps), loss=r["loss"],
                           batch_size=r["batch_size"],
                           steps=steps, eval_inputs=E, eval_targets=Ye,

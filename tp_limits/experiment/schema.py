@@ -20,9 +20,8 @@ from ..abc.update_rules import UPDATE_RULES
 from ..engine.options import FINITE_OPTIONS, LIMIT_OPTIONS
 from ..errors import TPError
 from ..losses import LOSSES
-from ..nonlinearities import NONLINEARITIES
 from ..spec.optimizers import OPTIMIZERS, hyperparameters
-from ..spec.initializations import INITS
+from ..spec.fields import FILE_KEYS
 from ..spec.schedules import NAMED
 
 
@@ -134,31 +133,7 @@ SCHEMA: dict = {
                          "(hyperparameters: [routine])", choices=tuple(UPDATE_RULES)),
         "name": Key("str", "", "label of a custom parametrization"),
     },
-    "model": {
-        "phi": Key("str", "tanh", "nonlinearity: " + ", ".join(sorted(NONLINEARITIES)),
-                   choices=tuple(sorted(NONLINEARITIES))),
-        "sigma": Key("number|numbers", 1.0, "init constants σ_l (scalar or L+1 values)"),
-        "lr_mult": Key("number|numbers", 1.0, "per-layer learning-rate multipliers"),
-        "readout_multiplier": Key("number", 1.0, "output multiplier α"),
-        "output_scale": Key("number", 1.0, "init-scale knob s (docs/theory.md §7.3)"),
-        "init": Key("str", "gaussian", "initial matrices: 'gaussian', 'spectral' (rescaled to "
-                    "spectral norm σ√(fan_out/fan_in)) or 'orthogonal' (docs/theory.md §11.6)",
-                    choices=INITS),
-        "residual_alpha": Key("number", None, "skip connections around W^2..W^L with branch "
-                              "multiplier K^(−alpha), K = L − 1 (docs/theory.md §12); absent: "
-                              "a plain MLP"),
-        "residual_gamma": Key("number", 0.0, "with residual_alpha: the blocks' learning rate "
-                              "times K^(−gamma)"),
-        "residual_block_depth": Key("int", 1, "with residual_alpha: matrices per branch (1, or "
-                                    "2: h + K^(−alpha) W_b φ(W_a φ(h)))"),
-        "bias": Key("bool", False, "a bias on every hidden layer and the readout, each a "
-                    "weight with input 1 (docs/theory.md §13)"),
-        "bias_sigma": Key("number|numbers", 0.0, "with bias: init constants σ_b of the hidden "
-                          "biases (scalar or L values)"),
-        "bias_lr_mult": Key("number|numbers", 1.0, "with bias: rate multipliers of the hidden "
-                            "biases and the readout's (scalar or L+1 values)"),
-        "bias_readout": Key("bool", True, "with bias: whether the readout has one"),
-    },
+    "model": {k.key: Key(k.kind, k.default, k.doc, choices=k.choices) for k in FILE_KEYS},
     "data": {
         "generator": Key("str", None,
                          "built-in data: 'teacher' (regression on the unit sphere), "

@@ -129,7 +129,6 @@ def run_finite(plan: FinitePlan) -> Trajectory:
     nw = FiniteNetwork(net, width, routine.lr, o.seed, b, dtype, o.backprop, problem.optimizer,
                        o.keeps_initial, o.divergence_bound)
     T, B, E = problem.T, problem.B, problem.E
-    rates = routine.rates
     xp, tonp = b.xp, b.to_numpy
     Xe = b.asarray(problem.eval_inputs, dtype)
     f_eval = np.zeros((T + 1, E, net.d_out))
@@ -160,7 +159,7 @@ def run_finite(plan: FinitePlan) -> Trajectory:
                 if not np.isfinite(losses[t]):
                     raise DivergenceError(t, None, "loss")
                 f_train[t] = tonp(f)
-                nw.step(hs, xs, problem.loss.grad(f, Yb, xp) / B, rates[t])
+                nw.step(hs, xs, problem.loss.grad(f, Yb, xp) / B, problem.rate(t))
                 evaluate(t + 1)
     done = loop.completed
     status = RunStatus(done, loop.interrupted, loop.diverged)

@@ -91,6 +91,22 @@ class Problem:
             out["eval_accuracy"] = np.where(evaluated, hit, np.nan)
         return out
 
+    @cached_property
+    def rates(self) -> np.ndarray:
+        """The learning-rate factor s_t = η_t / η of every step (all ones at a constant rate;
+        docs/theory.md §10.9): the one place engines take it from, beside the η_l of the
+        network's constants."""
+        return self.routine.rates
+
+    def rate(self, t: int) -> float:
+        """s_t of step t (0-based)."""
+        return self.rates[t]
+
+    @property
+    def constant_rate(self) -> bool:
+        """Whether the routine trains at a constant rate (no schedule)."""
+        return self.routine.lr_factors is None
+
     @property
     def T(self) -> int:
         return self.routine.steps

@@ -24,10 +24,13 @@ NAME = "limit/deep_monte_carlo"
 
 
 def _run(spec: RunSpec, rng, on_step) -> LimitResult:
-    kind = spec.problem.optimizer.hidden_matrices
-    if kind == "partners":
+    """The run the optimizer's traits call for: partner particles (an entrywise nonlinear
+    update), a coefficient matrix over stored pairs (a matrix function of the buffer), or
+    the schedule of a linear optimizer."""
+    opt = spec.problem.optimizer
+    if opt.partners:
         return run_partners(spec, rng, on_step)
-    return (MsignDeepRun if kind == "msign" else DeepRun)(spec, rng).run(on_step)
+    return (MsignDeepRun if opt.pair_matrix else DeepRun)(spec, rng).run(on_step)
 
 
 def run_once(spec: RunSpec, rng, on_step=lambda t: None) -> LimitResult:
@@ -135,7 +138,7 @@ class MonteCarloEngine(FeatureLearningEngine):
     def _partners(self, problem, options):
         """(M, debias) for an optimizer that is not linear in the gradients (Adam,
         docs/theory.md §10.6); (0, False) for one that is."""
-        if problem.optimizer.hidden_matrices != "partners":
+        if not problem.optimizer.partners:
             if options.partners is not None or not options.debias_partners:
                 raise SpecError(f"partners= and debias_partners= apply to the deep limit of "
                                 f"entrywise optimizers that are not linear in the gradients "
@@ -159,8 +162,8 @@ class MonteCarloEngine(FeatureLearningEngine):
         float64 (B·T)² arrays each (families.py, gram.py)."""
         p = self.problem
         cap = p.B * p.T
-        # msign optimizers (Muon) keep one more: the pairs' coefficient matrix Ω
-        arrays = 9 if p.optimizer.hidden_matrices == "msign" else 8
+        # a pair-matrix optimizer (Muon) keeps one more: the pairs' coefficient matrix Ω
+        arrays = 8 + p.optimizer.pair_matrix
         return 8.0 * (p.net.L - 1) * arrays * cap * cap
 
     def result_bytes(self) -> float:

@@ -124,9 +124,9 @@ class _ExactRun:
         self.pairs = {l: [] for l in hidden}    # ΔW^l pieces: (c_δh^l, c_x^{l-1})
         opt = self.opt = problem.optimizer
         self.decay = opt.shrinks(const.decay)
-        rates = problem.routine.rates
-        # msign optimizers (Muon): ΔW^l is Σ_{i,j} δh_i Ω[i, j] x_jᵀ over the stored pairs
-        self.msign = opt.hidden_matrices == "msign"
+        rates = problem.rates
+        # pair-matrix optimizers (Muon): ΔW^l is Σ_{i,j} δh_i Ω[i, j] x_jᵀ over stored pairs
+        self.msign = opt.pair_matrix
         self.sched = {l: (opt.init_factor(self.decay[l - 1], T, rates), None) if self.msign
                       else opt.schedule(self.decay[l - 1], T, rates) for l in hidden}
         self.omega = {l: np.zeros((B * T, B * T)) for l in hidden} if self.msign else {}
@@ -260,7 +260,7 @@ class _ExactRun:
             hs, self._xs = fwd[i]
             dx = alpha * sum(chi[i, o] * self.cV[o] for o in range(len(self.cV)))  # δx^L
             dh1.append(self.program.backward(hs, dx, self))
-        rate = self.problem.routine.rates[t]
+        rate = self.problem.rate(t)
         eta, decay = self.eta, self.decay
         for l, c in self.cb.items():   # coordinatewise rules only (Problem refuses others)
             scale_b, h_b = opt.coordinate(self.eta_b[l], 1.0, self.decay_b[l], t + 1,

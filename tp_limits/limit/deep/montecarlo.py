@@ -141,9 +141,9 @@ class DeepRun:
         self.groups = ((0, r * (q + 1), r, q + 1), (r * (q + 1), N, GROUPS - r, q))
         self.init = []          # (h^l_0, x^l_0) on the eval inputs, kept only for statistics
         self.opt = opt = p.optimizer
-        self.rates = rates = p.routine.rates
+        rates = p.rates
         # plain SGD at a constant rate: every pair's ΔW coefficient is η_l, no schedule
-        self.plain = opt.plain and p.routine.lr_factors is None
+        self.plain = opt.plain and p.constant_rate
         self.decay = opt.shrinks(c.decay)
         # (ρ, C) per hidden matrix; an optimizer that is not linear has no C (partners.py)
         self.sched = {l: (opt.schedule(self.decay[l - 1], p.T, rates) if opt.linear
@@ -321,7 +321,7 @@ class DeepRun:
         weight decay)."""
         L, opt = self.L, self.opt
         self.updates += 1
-        rate = self.rates[self.updates - 1]
+        rate = self.spec.problem.rate(self.updates - 1)
         # the tangents follow plain SGD only, whose step is the rate times η
         self.zdot.update(rate * self.eta[0], Xb, t_dh1, rate * self.eta[L], self.alpha, chi,
                          t_xL)
@@ -339,7 +339,7 @@ class DeepRun:
         gradient Σ_i g^l_i (the step's backward vectors, taken before any update), and the
         readout's β by the same rule with α Σ_i χ_i (``chi`` on the host)."""
         c, opt, xp, t = self.spec.const.bias, self.opt, self.xp, self.updates
-        rate = self.rates[t - 1]
+        rate = self.spec.problem.rate(t - 1)
         for l, z in self.Zb.items():
             g = self.bias_grads[l]
             self.Zb[l], self.st_b[l] = opt.move_particles(

@@ -75,7 +75,7 @@ class MsignDeepRun(DeepRun):
             # k x k products alone: every core may work on them (the run pins BLAS to one
             # thread where its own kernels run beside it)
             with self._blas.limit(limits=os.cpu_count() or 1, user_api="blas"):
-                self.opt.move_pairs(self.omega[l], GP, GQ, t, len(Xb), self.rates[t],
+                self.opt.move_pairs(self.omega[l], GP, GQ, t, len(Xb), self.spec.problem.rate(t),
                                     self.eta[l - 1], self.decay[l - 1], self.core_xp)
 
 

@@ -73,7 +73,7 @@ class PartnerDeepRun(DeepRun):
         backward), with decoupled decay."""
         self.updates += 1
         L, P = self.L, self.P
-        s = self.rates[self.updates - 1]          # the schedule scales step and decay
+        s = self.spec.problem.rate(self.updates - 1)   # the schedule scales step and decay
         for l in range(2, L + 1):
             x, dh = self.x_rows[l], self.dh_rows[l]
             shrink = s * self.decay[l - 1]

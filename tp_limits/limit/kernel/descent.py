@@ -111,7 +111,7 @@ class KernelEngine(Engine):
         f_train = np.zeros((S, T, B, do))
         losses = np.zeros((S, T))
         f_eval[:, 0] = F[:, eval_idx]
-        opt, rates = p.optimizer, p.routine.rates
+        opt = p.optimizer
         state = opt.rule.zeros(F)
         loop = StepLoop(T, on_step)
         with loop:
@@ -122,7 +122,7 @@ class KernelEngine(Engine):
                 f_train[:, t] = fb
                 losses[:, t] = [np.mean(p.loss.value(fb[s], Yb, np)) for s in range(S)]
                 chi = np.stack([p.loss.grad(fb[s], Yb, np) for s in range(S)]) / B
-                scale, h = opt.coordinate(p.routine.lr, 1.0, 0.0, t + 1, rates[t])
+                scale, h = opt.coordinate(p.routine.lr, 1.0, 0.0, t + 1, p.rate(t))
                 F, state = opt.rule.apply(
                     F, scale * np.einsum("zi,sio->szo", K[:, idx], chi), state, h)
                 check_size(F, t + 1, None, "output f", self.options.divergence_bound)

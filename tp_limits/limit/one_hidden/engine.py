@@ -262,7 +262,7 @@ class ParticleEngine(FeatureLearningEngine):
             U0[...] = U
         Xe = xp.array(p.eval_inputs)                     # writable: one kernel signature
         empty_x, empty_chi = xp.zeros((0, d)), xp.zeros((0, do))
-        c, opt, rates = self.const, p.optimizer, p.routine.rates
+        c, opt = self.const, p.optimizer
         alpha = c.alpha
         # the optimizer's state beside the particles: slot s of row r is row s·rows + r
         k = len(opt.rule.slots)
@@ -281,7 +281,7 @@ class ParticleEngine(FeatureLearningEngine):
             """Sweep producing the state after ``t_after`` updates; store its evaluations."""
             evaluate = t_after in eval_steps
             update = max(t_after, 1)               # t_after = 0: no batch, nothing moves
-            rate = rates[update - 1]
+            rate = p.rate(update - 1)
             scale_u, h_u = opt.coordinate(c.eta[0], alpha, decay_u, update, rate)
             scale_v, h_v = opt.coordinate(c.eta[1], alpha, decay_v, update, rate)
             Xs = Xe if evaluate else empty_x

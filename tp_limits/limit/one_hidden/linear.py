@@ -71,7 +71,7 @@ def linear_one_hidden(problem, const, eval_steps, on_step=None, bound=None) -> L
             res.loss[t] = float(np.mean(problem.loss.value(f, Yb, np)))
             chi = problem.loss.grad(f, Yb, np) / B
             G = chi.T @ Xb                                   # (d_out, d)
-            rate = problem.routine.rates[t]
+            rate = problem.rate(t)
             step_u, h_u = opt.coordinate(const.eta[0], alpha, d_u, t + 1, rate)
             step_v, h_v = opt.coordinate(const.eta[1], alpha, d_v, t + 1, rate)
             incs = (step_u * G.T @ C, step_u * G.T @ D, step_v * G @ A, step_v * G @ Bm)

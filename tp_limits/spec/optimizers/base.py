@@ -167,11 +167,19 @@ class Optimizer:
         return self.linear
 
     @property
-    def hidden_matrices(self) -> str:
-        """How the deep engine follows a hidden matrix: 'schedule' (linear: W_t = ρ_t W_0 −
-        Σ C[t, s] γ G_s), 'partners' (entrywise and nonlinear: partner particles) or
-        'msign' (a matrix function of the buffer: a coefficient matrix over stored pairs)."""
-        return "schedule" if self.linear else "partners"
+    def pair_matrix(self) -> bool:
+        """Whether a hidden matrix moves by a matrix function of its buffer (Muon's msign), so
+        that the deep engines follow it by a coefficient matrix Ω over the stored pairs,
+        W_t = ρ_t W_0 − (1/n) Pᵀ Ω_t Q (:meth:`move_pairs`).  Otherwise a linear optimizer
+        moves it by its :meth:`schedule`, an entrywise nonlinear one (Adam) by partner
+        particles (:meth:`direction`)."""
+        return False
+
+    @property
+    def partners(self) -> bool:
+        """Whether the deep engines follow a hidden matrix by partner particles: an update
+        entrywise and not linear in the gradients (docs/theory.md §10.6)."""
+        return not (self.linear or self.pair_matrix)
 
     def shrinks(self, decay) -> tuple:
         """δ_l = η_l λ, the per-step shrink of each layer (``decay[l]`` = η_l = η lr_mult_l;
@@ -265,6 +273,15 @@ class Optimizer:
             z, state = self.rule.apply(z, np.zeros(1), state, h)
             rho[t + 1] = z[0]
         return rho
+
+    def move_pairs(self, omega, GP, GQ, t: int, B: int, rate: float, lr: float,
+                   shrink: float, xp=np) -> None:
+        """Ω ← (1 − s δ) Ω + s η_l K̂ for a hidden matrix after update t (0-based), K̂ the
+        matrix function of its buffer over the stored pairs whose limit Gram matrices are
+        G_P (backward vectors) and G_Q (forward vectors): the :attr:`pair_matrix`
+        optimizers' part of the protocol (docs/theory.md §11.4)."""
+        raise TypeError(f"{self} moves a hidden matrix by its schedule or by partners, "
+                        "not by a coefficient matrix over stored pairs")
 
     def direction(self, state: tuple, g, t: int, xp, eps: float | None = None):
         """The entrywise step ψ of an optimizer that is not linear, after folding the

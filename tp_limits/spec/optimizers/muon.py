@@ -248,7 +248,7 @@ class Muon(Optimizer):
 
     @property
     def exponents(self) -> str:
-        return "muon" if self.vector_layers == "muon" else "muon_adam"
+        return {"muon": "muon", "adam": "muon_adam"}[self.vector_layers]
 
     @classmethod
     def for_exponents(cls, kind: str):
@@ -274,29 +274,27 @@ class Muon(Optimizer):
     def coordinate(self, lr, alpha, shrink, t, rate=1.0):
         raise TypeError("Muon moves whole matrices (msign), not coordinates one by one")
 
-    # -- the finite network -------------------------------------------------------------
-    def _vector(self, l: int, layers: int) -> bool:
-        return self.vector_layers == "adam" and l in (0, layers - 1)
+    # -- composition: Muon's own update, and the optimizer of the vector layers -----------
+    @property
+    def vectors(self):
+        """The optimizer of the input layer and the readout: Muon's own update (its
+        msign rows in the limit), or Adam with ``vector_layers='adam'``."""
+        return {"muon": MsignUpdate(self), "adam": self.adam}[self.vector_layers]
 
+    def layer_optimizer(self, l: int, layers: int):
+        """What moves layer l of ``layers``: the vector layers' optimizer for the input layer
+        and the readout, Muon's own update for the hidden matrices."""
+        return self.vectors if l in (0, layers - 1) else MsignUpdate(self)
+
+    # -- the finite network -------------------------------------------------------------
     def finite_state(self, W, l: int, layers: int, backend) -> tuple:
-        if self._vector(l, layers):
-            return self.adam.finite_state(W, l, layers, backend)
-        return (MuonHistory(W.shape[0], W.shape[1], backend.xp),)
+        return self.layer_optimizer(l, layers).finite_state(W, l, layers, backend)
 
     def finite_step(self, W, state, G, X, const, l, t, backend, rate=1.0):
         """W ← (1 − s δ_l) W − s η_l n^{−(a_l + c_l)} κ_l msign(D) (see the module docstring);
         the vector layers of vector_layers='adam' take Adam's step."""
-        layers = len(const.lr)
-        if self._vector(l, layers):
-            return self.adam.finite_step(W, state, G, X, const, l, t, backend, rate)
-        (hist,) = state
-        hist.push(G, X, self.momentum)
-        U = self.direction_matrix(hist, const, l, backend.xp)
-        shrink = self.shrinks(const.decay)[l] * rate
-        if shrink:
-            W *= 1.0 - shrink
-        step = rate * const.adam_lr[l] * const.w_scale[l] * shape_factor(l, layers, W.shape)
-        W -= step * U
+        return self.layer_optimizer(l, len(const.lr)).finite_step(W, state, G, X, const, l, t,
+                                                                   backend, rate)
 
     def direction_matrix(self, hist: MuonHistory, const, l: int, xp):
         """msign(D) (n_out, n_in) of the buffer's update D = Pᵀ diag(w_D) Q."""
@@ -327,11 +325,8 @@ class Muon(Optimizer):
     def finite_state_bytes(self, shape, l, layers, B, T, itemsize):
         """The history's rows P, Q and their Gram matrices (and the update, formed densely
         once per step); Adam's moments on the vector layers of vector_layers='adam'."""
-        if self._vector(l, layers):
-            return self.adam.finite_state_bytes(shape, l, layers, B, T, itemsize)
-        k = self.finite_state_rows(B, T)
-        return k * (shape[0] + shape[1]) * itemsize + 16.0 * k * k + \
-            shape[0] * shape[1] * itemsize
+        return self.layer_optimizer(l, layers).finite_state_bytes(shape, l, layers, B, T,
+                                                                   itemsize)
 
     # -- the limit (docs/theory.md §11.4) -------------------------------------------------
     @property
@@ -339,39 +334,22 @@ class Muon(Optimizer):
         return False
 
     @property
-    def hidden_matrices(self) -> str:
-        return "msign"
+    def pair_matrix(self) -> bool:
+        return True
 
     @property
     def exact_linear(self) -> bool:
         # msign moves the vector layers linearly given their Gram; Adam on them does not
-        return self.vector_layers == "muon"
+        return self.vectors.exact_linear
 
     def particle_state(self, Z, layer):
         # the coordinates particles carry are the vector layers' (input and readout)
-        if self.vector_layers == "adam":
-            return self.adam.particle_state(Z, layer)
-        return (Z * 0.0,)
+        return self.vectors.particle_state(Z, layer)
 
     def move_particles(self, Z, state, left, right, lr, alpha, shrink, t, rate, layer,
                        moments=None):
-        """The input layer's rows Z^U (N, d) or the readout's columns Z^{nV} (N, d_out):
-        with the gradient rows g = α left @ right, m ← β m + g, D = g + β m (or m), and
-        Z ← (1 − s δ) Z − s lr κ D R with R = S^{−1/2} (S = E[D Dᵀ], k × k: the polar
-        factor's rows in the limit) or the Newton–Schulz polynomial of S."""
-        if self.vector_layers == "adam":
-            return self.adam.move_particles(Z, state, left, right, lr, alpha, shrink, t, rate,
-                                            layer, moments)
-        (m,) = state
-        g = alpha * (left @ right)
-        m = self.momentum * m + g
-        D = g + self.momentum * m if self.nesterov else m
-        S = _host(D.T @ D) / len(D) if moments is None else moments(D, D)
-        R = polar_rows(S) if self.ns_steps is None else newton_schulz_rows(S, self.ns_steps)
-        k = Z.shape[1]
-        kappa = k ** -0.5 if layer == "input" else k ** 0.5
-        Z = (1.0 - rate * shrink) * Z - (rate * lr * kappa) * (D @ _like(R, D))
-        return Z, (m,)
+        return self.vectors.move_particles(Z, state, left, right, lr, alpha, shrink, t, rate,
+                                           layer, moments)
 
     def init_factor(self, shrink, T, rates=None):
         """ρ_t = Π_{s<t} (1 − s_s δ): decoupled decay on W_0."""
@@ -417,6 +395,60 @@ class Muon(Optimizer):
         return (f"{self} in the {regime} regime: msign(D) is not linear in the gradients; "
                 "its limit there is not kernel gradient descent (docs/theory.md §11); use "
                 "tp.mup(L, optimizer='muon')")
+
+
+class MsignUpdate:
+    """Muon's own update on one layer — momentum, then the matrix sign of the buffer — as
+    the optimizer of that layer (Muon composes it with the vector layers' optimizer):
+    the finite network's step from its history of factors, and in the limit the move of
+    the vector layers' particle coordinates."""
+
+    exact_linear = True
+
+    def __init__(self, muon: Muon):
+        self.muon = muon
+
+    def finite_state(self, W, l: int, layers: int, backend) -> tuple:
+        return (MuonHistory(W.shape[0], W.shape[1], backend.xp),)
+
+    def finite_step(self, W, state, G, X, const, l, t, backend, rate=1.0):
+        """W ← (1 − s δ_l) W − s η_l n^{−(a_l + c_l)} κ_l msign(D)."""
+        mu = self.muon
+        layers = len(const.lr)
+        (hist,) = state
+        hist.push(G, X, mu.momentum)
+        U = mu.direction_matrix(hist, const, l, backend.xp)
+        shrink = mu.shrinks(const.decay)[l] * rate
+        if shrink:
+            W *= 1.0 - shrink
+        step = rate * const.adam_lr[l] * const.w_scale[l] * shape_factor(l, layers, W.shape)
+        W -= step * U
+
+    def finite_state_bytes(self, shape, l, layers, B, T, itemsize):
+        k = self.muon.finite_state_rows(B, T)
+        return k * (shape[0] + shape[1]) * itemsize + 16.0 * k * k + \
+            shape[0] * shape[1] * itemsize
+
+    def particle_state(self, Z, layer):
+        return (Z * 0.0,)
+
+    def move_particles(self, Z, state, left, right, lr, alpha, shrink, t, rate, layer,
+                       moments=None):
+        """The input layer's rows Z^U (N, d) or the readout's columns Z^{nV} (N, d_out):
+        with the gradient rows g = α left @ right, m ← β m + g, D = g + β m (or m), and
+        Z ← (1 − s δ) Z − s lr κ D R with R = S^{−1/2} (S = E[D Dᵀ], k × k: the polar
+        factor's rows in the limit) or the Newton–Schulz polynomial of S."""
+        mu = self.muon
+        (m,) = state
+        g = alpha * (left @ right)
+        m = mu.momentum * m + g
+        D = g + mu.momentum * m if mu.nesterov else m
+        S = _host(D.T @ D) / len(D) if moments is None else moments(D, D)
+        R = polar_rows(S) if mu.ns_steps is None else newton_schulz_rows(S, mu.ns_steps)
+        k = Z.shape[1]
+        kappa = k ** -0.5 if layer == "input" else k ** 0.5
+        Z = (1.0 - rate * shrink) * Z - (rate * lr * kappa) * (D @ _like(R, D))
+        return Z, (m,)
 
 
 def _norm_scale(const, l: int, n_out: int, n_in: int) -> float:
