@@ -49,7 +49,7 @@ def test_every_norm_kind_has_every_representation():
                                                                      lambda: None))
 
 
-@pytest.mark.parametrize("norm", ["layer", "rms"])
+@pytest.mark.parametrize("norm", list(NORMS))
 @pytest.mark.parametrize("residual", [None, tp.Residual(0.5, 0.0)], ids=["plain", "residual"])
 def test_exact_linear_limit_with_norms_equals_monte_carlo(norm, residual):
     """φ = id with a normalization stays linear in the Gaussians (N is a deterministic
@@ -72,7 +72,7 @@ def test_exact_linear_limit_of_one_hidden_layer_with_a_norm():
                              replicates=2).meta["engine"] == "limit/deep_monte_carlo"
 
 
-@pytest.mark.parametrize("norm", ["layer", "rms"])
+@pytest.mark.parametrize("norm", list(NORMS))
 @pytest.mark.parametrize("residual", [None, tp.Residual(0.5, 0.0)], ids=["plain", "residual"])
 def test_empirical_ntk_with_norms_converges_to_the_limit(norm, residual):
     """At width 4096, 8 seeds: the empirical NTK of an NTP network with a normalization
@@ -166,7 +166,7 @@ def test_norms_change_the_limit_and_the_network():
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
-@pytest.mark.parametrize("norm", ["layer", "rms"])
+@pytest.mark.parametrize("norm", list(NORMS))
 def test_to_torch_with_norms_trains_as_train_finite(norm):
     net = tp.MLP(tp.mup(3), 3, 2, phi="tanh", norm=norm, residual=tp.Residual(0.5, 0.0))
     r = tp.Routine(lr=0.3, **N8)
