@@ -54,13 +54,13 @@ import tp_limits as tp
 from tp_limits.engine.backend import get_backend
 from tp_limits.engine.cuda_source import FAST_TANH
 from tp_limits.errors import MemoryBudgetError
-from tp_limits.limit.deep.gram import direct_triangular_solver
-from tp_limits.limit.deep.passes import ArrayPasses
-from tp_limits.limit.deep.passes_cuda import CudaPasses
-from tp_limits.limit.one_hidden.blocks import block_size
-from tp_limits.limit.one_hidden.contract import SweepData, sweep_args
-from tp_limits.limit.one_hidden.sweep_cuda import sweep_cuda
-from tp_limits.limit.one_hidden.sweep_numpy import sweep_numpy
+from tp_limits.limit.montecarlo.gram import direct_triangular_solver
+from tp_limits.limit.montecarlo.passes import ArrayPasses
+from tp_limits.limit.montecarlo.passes_cuda import CudaPasses
+from tp_limits.limit.fused.blocks import block_size
+from tp_limits.limit.fused.contract import SweepData, sweep_args
+from tp_limits.limit.fused.sweep_cuda import sweep_cuda
+from tp_limits.limit.fused.sweep_numpy import sweep_numpy
 from tp_limits.limit.simulate import prepare_limit
 from tp_limits.spec.optimizers import SGD
 
@@ -209,8 +209,8 @@ def solve_times(b, ks=(2000, 8000), ms=(4, 12)):
 def profile(b, N, T, context=contextlib.nullcontext):
     """Where a deep run's time goes: the passes, the Gram factors, the host's m × m roots,
     the draws and the rest (every timed call is synchronized, which adds a little)."""
-    import tp_limits.limit.deep.families as fam
-    from tp_limits.limit.deep.gram import GramFactor
+    import tp_limits.limit.montecarlo.families as fam
+    from tp_limits.limit.montecarlo.gram import GramFactor
     from tp_limits.limit.sampling import Draws
     spent = {}
 
@@ -349,9 +349,9 @@ def main():
 def staged():
     """The deep engine with the staged device pieces: the one-read pass (passes_cuda.py),
     the direct triangular solves (gram.py) and Muon's k × k work on the device (msign.py)."""
-    import tp_limits.limit.deep.montecarlo as mc
-    import tp_limits.limit.deep.passes as passes
-    from tp_limits.limit.deep.msign import MsignDeepRun
+    import tp_limits.limit.montecarlo.montecarlo as mc
+    import tp_limits.limit.montecarlo.passes as passes
+    from tp_limits.limit.montecarlo.msign import MsignDeepRun
     saved = mc.passes_for, passes.triangular_solver
     mc.passes_for = lambda backend: CudaPasses(backend.xp)
     passes.triangular_solver = lambda xp: direct_triangular_solver()

@@ -44,12 +44,12 @@ from numba import njit, prange
 
 from tp_limits.elementwise import fast_tanh
 from tp_limits.engine.aligned import as_aligned, zeros_aligned
-from tp_limits.limit.one_hidden.blocks import block_size
-from tp_limits.limit.one_hidden.columns import n_columns
-from tp_limits.limit.one_hidden.contract import SweepData, sweep_args
-from tp_limits.limit.one_hidden.phi import cache_planes
-from tp_limits.limit.one_hidden.sweep import sweep
-from tp_limits.limit.one_hidden.sweep_numpy import sweep_numpy
+from tp_limits.limit.fused.blocks import block_size
+from tp_limits.limit.fused.columns import n_columns
+from tp_limits.limit.fused.contract import SweepData, sweep_args
+from tp_limits.limit.fused.phi import cache_planes
+from tp_limits.limit.fused.sweep import sweep
+from tp_limits.limit.fused.sweep_numpy import sweep_numpy
 from tp_limits.spec.optimizers import SGD
 
 

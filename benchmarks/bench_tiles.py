@@ -18,9 +18,9 @@ import time
 import numpy as np
 from bench_limit import problem
 
-from tp_limits.limit.one_hidden.contract import SweepData, sweep_args
-from tp_limits.limit.one_hidden.sweep import sweep
-from tp_limits.limit.one_hidden.tiling import TILES
+from tp_limits.limit.fused.contract import SweepData, sweep_args
+from tp_limits.limit.fused.sweep import sweep
+from tp_limits.limit.fused.tiling import TILES
 from tp_limits.spec.optimizers import SGD
 
 

@@ -82,7 +82,7 @@ def test_aligned_arrays_start_on_a_cache_line(shape, dtype):
 def test_the_sweep_gets_its_arrays_on_cache_lines(monkeypatch):
     """The one-hidden-layer engine hands the sweep particles, optimizer state and φ cache
     that start on a cache line (N a multiple of 8, so every row does too)."""
-    from tp_limits.limit.one_hidden.sweeps import NumbaSweep
+    from tp_limits.limit.fused.sweeps import NumbaSweep
     seen = []
 
     def recording_sweep(self, args):

@@ -15,7 +15,7 @@ import pytest
 
 from tp_limits.engine.backend import numpy_backend
 from tp_limits.engine.cuda_source import FAST_TANH, TranslationError, device_function
-from tp_limits.limit.one_hidden.sweep_cuda import cuda_source
+from tp_limits.limit.fused.sweep_cuda import cuda_source
 from tp_limits.nonlinearities import NONLINEARITIES, nonlinearity_code
 from tp_limits.spec.optimizers.base import RULES, rule_code
 
@@ -127,7 +127,7 @@ def test_whole_kernel_source_compiles_for_a_gpu(phi, rule, storage, stats, const
 @needs_nvcc
 @pytest.mark.parametrize("m, r", [(12, 4), (8, 0), (32, 16)])
 def test_fused_history_pass_compiles_for_a_gpu(m, r, tmp_path):
-    from tp_limits.limit.deep.passes_cuda import cuda_source as pass_source
+    from tp_limits.limit.montecarlo.passes_cuda import cuda_source as pass_source
     _compiles(pass_source(m, r), tmp_path)
 
 
@@ -204,8 +204,8 @@ def test_fused_history_pass_on_host_threads(m, r, k, N, per, tmp_path):
     partial sums) and the partial cross products R Z_oldᵀ per column block, which with
     N · Ch C[:, :r] give R Z_newᵀ — against NumPy, over several row splits and ragged
     column and row tails."""
-    from tp_limits.limit.deep.passes_cuda import THREADS, columns_per_thread
-    from tp_limits.limit.deep.passes_cuda import cuda_source as pass_source
+    from tp_limits.limit.montecarlo.passes_cuda import THREADS, columns_per_thread
+    from tp_limits.limit.montecarlo.passes_cuda import cuda_source as pass_source
     src, exe = tmp_path / "pass.cpp", tmp_path / "pass"
     src.write_text(THREADS_HOST + pass_source(m, r).replace('extern "C" ', "") + PASS_MAIN)
     subprocess.run(["g++", "-std=c++20", "-O1", "-pthread", "-o", str(exe), str(src)],

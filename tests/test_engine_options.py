@@ -71,7 +71,7 @@ def test_only_the_nonlinearity_in_use_is_compiled():
     import subprocess
     import sys
     code = ("import tp_limits as tp\n"
-            "from tp_limits.limit.one_hidden.sweep import sweep_kernel\n"
+            "from tp_limits.limit.fused.sweep import sweep_kernel\n"
             "r = tp.Routine([[1.0, 0.0]], [[1.0]], lr=0.1)\n"
             "tp.simulate_limit(tp.MLP(tp.mup(1), 2, 1, phi='tanh'), r, particles=64,"
             " replicates=1)\n"

@@ -105,3 +105,44 @@ def test_a_lost_worker_keeps_the_finished_runs():
     assert isinstance(info.value, Interrupted)
     assert info.value.results[:3] == [0, 10, 20] and info.value.results[3] is None
     assert type(info.value.cause).__name__ == "BrokenProcessPool"
+
+
+def test_a_ctrl_c_in_a_held_block_is_kept_not_dropped():
+    """sigint_deferred holds a SIGINT for the whole block (it finishes) and raises it after
+    (or reports it), with the handler restored; before, the submission window ignored it."""
+    import os
+    import signal
+
+    from tp_limits.engine.executors import sigint_deferred
+    before = signal.getsignal(signal.SIGINT)
+    finished = False
+    with pytest.raises(KeyboardInterrupt):
+        with sigint_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            finished = True
+    assert finished and signal.getsignal(signal.SIGINT) is before
+    with sigint_deferred(reraise=False) as held:
+        os.kill(os.getpid(), signal.SIGINT)
+    assert held.hit and signal.getsignal(signal.SIGINT) is before
+    with sigint_deferred(reraise=False) as quiet:
+        pass
+    assert not quiet.hit
+
+
+def test_a_ctrl_c_during_submission_reaches_the_caller():
+    """A SIGINT that lands between two submissions is held until every task is submitted,
+    and the caller learns of it (it then cancels what has not started)."""
+    import os
+    import signal
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tp_limits.engine.executors import submit_all
+
+    class Interrupting(ThreadPoolExecutor):
+        def submit(self, fn, *args):
+            if args == (5,):
+                os.kill(os.getpid(), signal.SIGINT)
+            return super().submit(fn, *args)
+    with Interrupting(1) as pool:
+        futures = submit_all(pool, abs, [(i,) for i in range(20)])
+        assert futures.interrupted and [f.result() for f in futures] == list(range(20))

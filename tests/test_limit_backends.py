@@ -17,8 +17,8 @@ import tp_limits as tp
 from tp_limits.engine import backend as backends
 from tp_limits.errors import SpecError
 from tp_limits.limit import base
-from tp_limits.limit.deep import montecarlo
-from tp_limits.limit.deep.passes import ArrayPasses, HostPasses
+from tp_limits.limit.montecarlo import montecarlo
+from tp_limits.limit.montecarlo.passes import ArrayPasses, HostPasses
 from tp_limits.limit.options import LimitOptions
 from tp_limits.limit.select import select_engine
 from tp_limits.spec import Problem
@@ -70,8 +70,8 @@ def test_host_histories_start_on_cache_lines(dtype):
     multiple of 16), so the history kernels' vector loads do not straddle two lines; the
     generic passes keep plain zeros."""
     from tp_limits.engine.aligned import LINE
-    from tp_limits.limit.deep.families import Family
-    from tp_limits.limit.deep.passes import passes_for
+    from tp_limits.limit.montecarlo.families import Family
+    from tp_limits.limit.montecarlo.passes import passes_for
     f = Family(4096, 6, 1.0, dtype, passes_for(backends.get_backend("numpy")))
     for rows in (f.vec, f.hat):
         assert rows.shape == (6, 4096) and rows.dtype == dtype and not rows.any()

@@ -4,7 +4,7 @@ import pytest
 from conftest import D1, N8, N8_LONG, t_quantile
 
 import tp_limits as tp
-from tp_limits.limit.deep.linear import deep_linear
+from tp_limits.limit.exact.program import deep_linear
 from tp_limits.spec import Problem
 
 

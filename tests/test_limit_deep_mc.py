@@ -73,7 +73,7 @@ def test_stein_relu_limit_matches_wide_networks():
 def test_history_kernels_match_their_numpy_twins(dtype):
     """The tiled passes of history_kernels.py (float32 or float64 rows, float64 sums)
     against plain NumPy, on sizes that leave every tile edge and block edge partial."""
-    from tp_limits.limit.deep import history_kernels as h
+    from tp_limits.limit.montecarlo import history_kernels as h
     rng = np.random.default_rng(0)
     k, m, N = 39, 7, 3001           # 39 = 4·9 + 3 = 8·4 + 7 rows, 7 = 4 + 3 columns
     R = rng.standard_normal((k, N)).astype(dtype)
@@ -236,7 +236,7 @@ def test_gram_factor_extended_by_blocks_solves_like_a_direct_solve():
     """The block-extended Cholesky factor against numpy.linalg.solve of C + Λ, with the
     ridges it documents: a zero block (its coefficients stay 0), a repeated vector (a
     singular C that the ridge regularizes) and a truncation that is then regrown."""
-    from tp_limits.limit.deep.gram import RCOND, GramFactor
+    from tp_limits.limit.montecarlo.gram import RCOND, GramFactor
     rng = np.random.default_rng(1)
     X = np.concatenate([np.zeros((2, 50)), rng.standard_normal((9, 50))])
     X[6] = X[4]                                       # a repeated vector: C is singular
@@ -297,8 +297,8 @@ print(before, inside, on_heap())
 def test_ctrl_c_inside_a_fused_forward_undoes_its_stores(monkeypatch):
     """Ctrl-C after layer 2 stored this step's hats but before layer 3 did: the partial
     stores are forgotten, and the state the completed steps left is evaluated."""
-    from tp_limits.limit.deep import montecarlo
-    from tp_limits.limit.deep.families import Family
+    from tp_limits.limit.montecarlo import montecarlo
+    from tp_limits.limit.montecarlo.families import Family
     store, evaluate = Family.store, montecarlo.DeepRun.evaluate
     calls, seen = {"store": 0}, []
 
@@ -324,7 +324,7 @@ def test_ctrl_c_inside_a_fused_forward_undoes_its_stores(monkeypatch):
 def test_tangent_columns_are_ordered_by_step():
     """Each layer's derivative columns: F^m and G^{m+1} hats interleaved step by step, so
     the hats drawn up to any step are a prefix (tangent.py, active columns)."""
-    from tp_limits.limit.deep.tangent import Tangents
+    from tp_limits.limit.montecarlo.tangent import Tangents
     B, T, L = 3, 4, 4
     tan = Tangents(5, L, 2, 1, B * T, (1.0,) * (L + 1), B)
     j = np.arange(B * T)
@@ -353,7 +353,7 @@ def test_an_overflowing_deep_limit_is_a_divergence_with_its_layer():
 
 
 def test_the_time_estimate_grows_like_t_squared_and_time_budget_none_lifts_the_refusal():
-    from tp_limits.limit.deep.engine import time_estimate
+    from tp_limits.limit.montecarlo.engine import time_estimate
     from tp_limits.limit.simulate import prepare_limit
     from tp_limits.spec import Problem
     rng = np.random.default_rng(0)

@@ -152,9 +152,9 @@ def test_memory_guard_counts_device_memory():
 def test_cuda_sweep_matches_array_twin(phi, mode):
     """The fused CUDA kernel against the whole-array twin on the same device: every φ,
     plain SGD, heavy ball and Adam state, with and without statistics and a batch."""
-    from tp_limits.limit.one_hidden.contract import SweepData, sweep_args
-    from tp_limits.limit.one_hidden.sweep_cuda import sweep_cuda
-    from tp_limits.limit.one_hidden.sweep_numpy import sweep_numpy
+    from tp_limits.limit.fused.contract import SweepData, sweep_args
+    from tp_limits.limit.fused.sweep_cuda import sweep_cuda
+    from tp_limits.limit.fused.sweep_numpy import sweep_numpy
     b = get_backend("cupy")
     cp = b.xp
     g = cp.random.default_rng(0)
@@ -194,8 +194,8 @@ def test_cuda_sweep_matches_array_twin(phi, mode):
 def test_fused_mean_and_cross_matches_the_two_read_pass(k, N, m, r):
     """passes_cuda.py's one-read pass (row splits where the columns alone leave the device
     short of blocks) against the array pass that reads the hats twice."""
-    from tp_limits.limit.deep.passes import ArrayPasses
-    from tp_limits.limit.deep.passes_cuda import CudaPasses
+    from tp_limits.limit.montecarlo.passes import ArrayPasses
+    from tp_limits.limit.montecarlo.passes_cuda import CudaPasses
     cp = get_backend("cupy").xp
     g = cp.random.default_rng(k)
     R, C, Z = g.standard_normal((k, N)), g.standard_normal((k, m)), g.standard_normal((m, N))
@@ -214,7 +214,7 @@ def test_direct_trsm_matches_the_library_solve(k, m):
     """gram.py's trsm on a leading block of a larger array against the library's solve."""
     from cupyx.scipy.linalg import solve_triangular
 
-    from tp_limits.limit.deep.gram import direct_triangular_solver
+    from tp_limits.limit.montecarlo.gram import direct_triangular_solver
     cp = get_backend("cupy").xp
     g = cp.random.default_rng(k)
     A = g.standard_normal((k + 9, k + 9))
@@ -251,11 +251,11 @@ def test_staged_device_pieces_match_the_cpu_engine(case, monkeypatch):
     """The deep engine with the staged device pieces (the one-read pass, the direct solves,
     Muon's core on the device) against the NumPy engine, as the engine comparison above:
     they become the device's defaults once this has passed on a GPU."""
-    import tp_limits.limit.deep.montecarlo as mc
-    import tp_limits.limit.deep.passes as passes
-    from tp_limits.limit.deep.gram import direct_triangular_solver
-    from tp_limits.limit.deep.msign import MsignDeepRun
-    from tp_limits.limit.deep.passes_cuda import CudaPasses
+    import tp_limits.limit.montecarlo.montecarlo as mc
+    import tp_limits.limit.montecarlo.passes as passes
+    from tp_limits.limit.montecarlo.gram import direct_triangular_solver
+    from tp_limits.limit.montecarlo.msign import MsignDeepRun
+    from tp_limits.limit.montecarlo.passes_cuda import CudaPasses
     if case.startswith("deep"):
         net, r = _problem(3)
     else:

@@ -4,10 +4,10 @@ import pytest
 from conftest import D1, N2, agree, d1, within_se
 
 import tp_limits as tp
-from tp_limits.limit.one_hidden import engine as one_hidden
-from tp_limits.limit.one_hidden.blocks import BLAS_MIN_D
-from tp_limits.limit.one_hidden.phi import CACHE_MIN_D, cache_pays, cache_planes
-from tp_limits.limit.one_hidden.sweeps import NumbaSweep
+from tp_limits.limit.fused import engine as one_hidden
+from tp_limits.limit.fused.blocks import BLAS_MIN_D
+from tp_limits.limit.fused.phi import CACHE_MIN_D, cache_pays, cache_planes
+from tp_limits.limit.fused.sweeps import NumbaSweep
 
 
 def within_limit_se(mc, reference):
@@ -367,7 +367,7 @@ def test_phi_cache_where_it_pays(phi, d, cached):
 def test_record_nothing_allocates_no_coordinate_moments():
     """record=() keeps no (T+1)·E·E feature kernel in the one-hidden engine (it used to be
     allocated, and filled with NaN, whatever was recorded)."""
-    from tp_limits.limit.one_hidden import engine as one_hidden_engine
+    from tp_limits.limit.fused import engine as one_hidden_engine
     made = []
     real = one_hidden_engine.LimitResult.empty
 

@@ -13,10 +13,10 @@ from numba import njit
 
 import tp_limits as tp
 from tp_limits.elementwise import fast_tanh
-from tp_limits.limit.one_hidden.blocks import BLAS_MIN_B, BLAS_MIN_D, block_of
-from tp_limits.limit.one_hidden.columns import n_columns
-from tp_limits.limit.one_hidden.contract import SweepData, sweep_args
-from tp_limits.limit.one_hidden.phi import (
+from tp_limits.limit.fused.blocks import BLAS_MIN_B, BLAS_MIN_D, block_of
+from tp_limits.limit.fused.columns import n_columns
+from tp_limits.limit.fused.contract import SweepData, sweep_args
+from tp_limits.limit.fused.phi import (
     cache_planes,
     dphi_of_value,
     phi_arrays,
@@ -24,8 +24,8 @@ from tp_limits.limit.one_hidden.phi import (
     phi_tag,
     phi_times,
 )
-from tp_limits.limit.one_hidden.sweep import FUSE_MAX_B, UPDATE_CHUNK, sweep
-from tp_limits.limit.one_hidden.sweep_numpy import sweep_numpy
+from tp_limits.limit.fused.sweep import FUSE_MAX_B, UPDATE_CHUNK, sweep
+from tp_limits.limit.fused.sweep_numpy import sweep_numpy
 from tp_limits.nonlinearities import NONLINEARITIES
 
 

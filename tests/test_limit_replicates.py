@@ -95,8 +95,8 @@ def test_a_diverged_replicate_is_reported():
 
 
 @pytest.mark.parametrize("L, module, name", [
-    (1, "tp_limits.limit.one_hidden.engine", "random_particles"),
-    (2, "tp_limits.limit.deep.engine", "DeepRun")])
+    (1, "tp_limits.limit.fused.engine", "random_particles"),
+    (2, "tp_limits.limit.montecarlo.engine", "DeepRun")])
 @pytest.mark.parametrize("stop_at", [1, 3])
 def test_ctrl_c_while_a_replicate_draws_its_particles(monkeypatch, L, module, name, stop_at):
     """Ctrl-C between two replicates' step loops (while the next draws its particles) keeps

@@ -6,7 +6,7 @@ from conftest import D1, N2, d1, within_se
 
 import tp_limits as tp
 from tp_limits.limit import prepare_limit
-from tp_limits.limit.deep import MonteCarloEngine
+from tp_limits.limit.montecarlo import MonteCarloEngine
 from tp_limits.limit.options import LimitOptions
 from tp_limits.spec import Problem
 
@@ -99,7 +99,7 @@ def test_deep_record_off_saves_the_initial_values():
     with_stats = MonteCarloEngine(p, None, LimitOptions.of(particles=2_000))
     without = MonteCarloEngine(p, None, LimitOptions.of(particles=2_000, record=()))
     assert without.bytes_per_particle() < with_stats.bytes_per_particle()
-    from tp_limits.limit.deep.montecarlo import DeepRun
+    from tp_limits.limit.montecarlo.montecarlo import DeepRun
     run = DeepRun(without.spec, np.random.default_rng(0))
     run.run(lambda t: None)
     assert run.init == [] and run.res.moments is None

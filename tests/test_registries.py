@@ -24,11 +24,11 @@ def _problem(opt, L, phi="tanh"):
 
 
 def _converges(net, r, **limit_kw):
-    """The finite networks of widths 512 and 4096 (6 seeds) and the limit: the distance
+    """The finite networks of widths 256 and 2048 (6 seeds) and the limit: the distance
     falls by about √8 (at least 1/0.6 here), and the limit moves the outputs."""
-    limit = tp.simulate_limit(net, r, particles=2 ** 14, replicates=4, record=(), **limit_kw)
+    limit = tp.simulate_limit(net, r, particles=2 ** 13, replicates=4, record=(), **limit_kw)
     assert np.abs(limit.f_eval[-1] - limit.f_eval[0]).max() > 1e-3
-    study = tp.convergence(net, r, [512, 4096], seeds=6, limit=limit, executor="serial")
+    study = tp.convergence(net, r, [256, 2048], seeds=6, limit=limit, executor="serial")
     assert study.rms[1] < 0.6 * study.rms[0], study.table()
     return limit
 
@@ -38,7 +38,7 @@ def _converges(net, r, **limit_kw):
 def test_every_optimizer_converges_to_its_limit(name, engine):
     opt = OPTS[name]
     net, r = _problem(opt, 1 if engine == "one hidden layer" else 2)
-    _converges(net, r)
+    _converges(net, r, **({"partners": 64} if opt.partners and engine == "deep" else {}))
 
 
 @pytest.mark.parametrize("name", list(OPTS))

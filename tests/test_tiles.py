@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from numba import njit
 
-from tp_limits.limit.one_hidden.tiles import LANES, MAX_Q, WIDE
-from tp_limits.limit.one_hidden.tiling import (
+from tp_limits.limit.fused.tiles import LANES, MAX_Q, WIDE
+from tp_limits.limit.fused.tiling import (
     TILES,
     pre_tile,
     preacts_into,
@@ -140,7 +140,7 @@ def test_the_plain_tiles_serve_when_the_ir_does_not_compile(monkeypatch):
     """A failing IR probe (a Numba/llvmlite the IR does not suit) gives one warning and
     the plain tiles, and the sweep runs on them with the IR's results."""
     import tp_limits as tp
-    from tp_limits.limit.one_hidden import tiling
+    from tp_limits.limit.fused import tiling
     monkeypatch.delenv("TP_LIMITS_TILES", raising=False)
     net = tp.MLP(tp.mup(1), 4, 1)
     r = tp.Routine(np.eye(4)[:2], [[1.0], [-1.0]], lr=0.5)

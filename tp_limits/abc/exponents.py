@@ -83,9 +83,6 @@ class MinOf:
         return sympy.And(self.ge(k), sympy.Or(*[sympy.Eq(sympy.sympify(t), k)
                                                 for t in self.terms]))
 
-    def lt(self, k):
-        return sympy.Not(self.ge(k))
-
     def __repr__(self):
         return "min(" + ", ".join(map(str, self.terms)) + ")"
 

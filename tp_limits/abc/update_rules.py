@@ -92,14 +92,6 @@ UPDATE_RULES = {
 }
 
 
-def register_update_rule(rule: UpdateRule) -> UpdateRule:
-    """Add the width rule of a new optimizer (once, under its name)."""
-    if rule.name in UPDATE_RULES and UPDATE_RULES[rule.name] != rule:
-        raise ValueError(f"an update rule called {rule.name!r} is already registered")
-    UPDATE_RULES[rule.name] = rule
-    return rule
-
-
 def update_rule(name) -> UpdateRule:
     """The rule called ``name``, or an InvalidParametrizationError listing the known ones."""
     try:

@@ -24,6 +24,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import threading
 import sys
 import warnings
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
@@ -300,33 +301,66 @@ def _unpicklable(value):
     return value, error
 
 
+class _Held:
+    """Whether a Ctrl-C arrived while it was held (:func:`sigint_deferred`)."""
+
+    hit = False
+
+
 @contextlib.contextmanager
-def _sigint_ignored():
-    """Workers started inside inherit an ignored SIGINT from birth (so a Ctrl-C while they
-    import cannot print a traceback); only the main thread may change signal handlers."""
-    try:
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:                     # not the main thread: nothing to do
-        yield
+def sigint_deferred(reraise: bool = True):
+    """Hold Ctrl-C for the block: a SIGINT that arrives is kept, not lost, and acted on
+    when the block ends (raised as KeyboardInterrupt with ``reraise``; else only noted in
+    the yielded ``hit``).  The main thread blocks the signal, so processes started in the
+    block inherit it blocked (pending, never a traceback while they import, and dropped
+    once their initializer ignores it), and a handler notes one delivered to another
+    thread.  Only the main thread may change signal handlers: elsewhere nothing is held."""
+    held = _Held()
+    if threading.current_thread() is not threading.main_thread():
+        yield held
         return
+
+    def note(signum, frame):
+        held.hit = True
+    old_handler = signal.signal(signal.SIGINT, note)
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        yield
+        yield held
     finally:
-        signal.signal(signal.SIGINT, old)
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)   # a pending one: noted now
+        finally:
+            signal.signal(signal.SIGINT, old_handler)
+    if held.hit and reraise:
+        raise KeyboardInterrupt
 
 
-def submit_all(pool: Executor, fn, arg_lists) -> list:
+class Submitted(list):
+    """The futures of :func:`submit_all`; ``interrupted``: a Ctrl-C came while they were
+    submitted (held until then), which the caller raises inside its own handling."""
+
+    interrupted = False
+
+
+def submit_all(pool: Executor, fn, arg_lists) -> Submitted:
     """``pool.submit(fn, *args)`` for each args, in order; local workers that start now
-    ignore Ctrl-C, which the parent handles."""
-    with _sigint_ignored():
-        return [pool.submit(fn, *args) for args in arg_lists]
+    inherit Ctrl-C blocked and ignore it from their initializer on (the parent handles it).
+    A Ctrl-C during the submission is held, not lost: the result says so, and the caller
+    raises it where it cancels the futures."""
+    with sigint_deferred(reraise=False) as held:
+        out = Submitted(pool.submit(fn, *args) for args in arg_lists)
+    out.interrupted = held.hit
+    return out
 
 
 def _collect(pool: Executor, fn, tasks, bar) -> list:
-    futures = {fut: i for i, fut in enumerate(submit_all(pool, fn, tasks))}
+    submitted = submit_all(pool, fn, tasks)
+    futures = {fut: i for i, fut in enumerate(submitted)}
     out = [None] * len(tasks)
     lost = None
     try:
+        if submitted.interrupted:
+            raise KeyboardInterrupt
         for fut in as_completed(futures):
             try:
                 out[futures[fut]] = fut.result()

@@ -70,10 +70,6 @@ def check_record(record, allowed: tuple) -> tuple:
     return rec
 
 
-def check_on_divergence(value) -> str:
-    return check_choice(value, "on_divergence", ON_DIVERGENCE)
-
-
 def check_progress(value) -> bool:
     return check_bool(value, "progress")
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ..abc.table import Table
+from ..engine.executors import sigint_deferred
 from ..engine.meta import model_meta
 from .runner import ExperimentResult
 from .schema import ExperimentError
@@ -343,14 +344,18 @@ def _staged(out, force: bool, write) -> list:
     if stage.exists():
         shutil.rmtree(stage)
     stage.mkdir(parents=True)
-    try:
-        files = write(stage)
-    except BaseException as exc:
-        raise ExperimentError(f"writing the report failed ({type(exc).__name__}: {exc}); what "
-                              f"was written is in {stage}, which is incomplete") from exc
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(stage, out)
+    # a Ctrl-C while the report is written (a second one, after the run was interrupted)
+    # waits until the report is in place: it is the last thing the run does
+    with sigint_deferred(reraise=False):
+        try:
+            files = write(stage)
+        except BaseException as exc:
+            raise ExperimentError(f"writing the report failed ({type(exc).__name__}: {exc}); "
+                                  f"what was written is in {stage}, which is incomplete") \
+                from exc
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(stage, out)
     return files
 
 

@@ -52,6 +52,8 @@ def _on_pool(pool, task, seeds, on_done):
     runs = []
     futures = submit_all(pool, task, [(ss,) for ss in seeds])
     try:
+        if futures.interrupted:
+            raise KeyboardInterrupt
         for fut in futures:
             runs.append(fut.result())
             on_done()

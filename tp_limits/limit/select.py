@@ -7,11 +7,11 @@ unstable                               UnstableParametrizationError (the violate
                                        conditions named)
 trivial, any L                         kernel.KernelEngine with K = 0: f̊_t = f̊_0
 kernel regime, any L                   kernel.KernelEngine: kernel gradient descent
-feature learning, L = 1, φ = id        one_hidden.LinearEngine (closed form)
-feature learning, L = 1                one_hidden.ParticleEngine (Monte Carlo or
+feature learning, L = 1, φ = id        fused.LinearEngine (exact/one_hidden.py)
+feature learning, L = 1                fused.ParticleEngine (Monte Carlo or
                                        quadrature)
-feature learning, L >= 2, φ = id       deep.LinearEngine (exact)
-feature learning, L >= 2               deep.MonteCarloEngine (Stein or tangent Ż)
+feature learning, L >= 2, φ = id       exact.LinearEngine (exact/program.py)
+feature learning, L >= 2               montecarlo.MonteCarloEngine (Stein or tangent Ż)
 feature learning, L = 1, a program     the deep engines (bias particles §13,
   that is not plain                    normalizations §14)
 optimizer not linear in the gradients  UnsupportedError (a nonlinear kernel)
@@ -37,11 +37,11 @@ from __future__ import annotations
 
 from ..engine.options import LIMIT_OPTIONS
 from ..errors import SpecError, UnstableParametrizationError, UnsupportedError
-from .deep import LinearEngine as DeepLinear
-from .deep import MonteCarloEngine
+from .exact import LinearEngine as DeepLinear
+from .montecarlo import MonteCarloEngine
 from .kernel import KernelEngine
-from .one_hidden import LinearEngine as OneHiddenLinear
-from .one_hidden import ParticleEngine
+from .fused import LinearEngine as OneHiddenLinear
+from .fused import ParticleEngine
 
 
 def select_engine(problem, options):

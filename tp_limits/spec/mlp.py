@@ -90,23 +90,17 @@ DEFAULT_NORM_EPS = 1e-5
 
 
 def _norm(norm, eps, param: ABC):
-    """The normalization kind of MLP(norm=, norm_eps=), or None.  Normalizations are derived
-    for parametrizations whose pre-activations are Θ(1) at initialization (docs/theory.md
-    §14.4): elsewhere N's scale would change the width exponents, and that is refused."""
+    """The normalization kind of MLP(norm=, norm_eps=), or None; the kind refuses the
+    parametrizations whose width exponents it would change (docs/theory.md §14.4)."""
     if norm is None:
         if eps != DEFAULT_NORM_EPS:
             raise SpecError(f"norm_eps = {eps!r} needs norm = 'layer' or 'rms' (there is no "
                             "normalization to take it)")
         return None
     kind = NORMS[check_choice(norm, "norm", tuple(NORMS))](eps)
-    failed = [c for c in param.classify().conditions
-              if c.key in ("input_init", "hidden_init") and not c.holds]
-    if failed:
-        raise SpecError(f"norm = {norm!r} with {param.label}: its pre-activations are not Θ(1) "
-                        "at initialization (" + "; ".join(c.consequence for c in failed)
-                        + "), where a normalization's scale would change the width exponents; "
-                        "normalizations are derived for a_1 + b_1 = 0 and a_l + b_l = 1/2 "
-                        "(docs/theory.md §14.4)")
+    why = kind.width_refusal(param.classify())
+    if why:
+        raise SpecError(f"norm = {norm!r} with {param.label}: {why}")
     return kind
 
 

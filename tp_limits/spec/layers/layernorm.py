@@ -13,7 +13,8 @@ and its backward pass, δh = (δn − mean δn − y · mean(δn y))/s with y = 
 
 the same arithmetic with the width's averages replaced by expectations.  ε is width-free.
 With Θ(1) pre-activations at initialization s = Θ(1), so N changes no width exponent: the
-classification of the parametrization stands (§14.4).
+classification of the parametrization stands (§14.4); :meth:`LayerNorm.width_refusal`
+refuses the others.
 
 One kind, four representations of a width-n vector (spec/program.py):
 
@@ -60,6 +61,21 @@ class LayerNorm:
 
     def refusal(self, representation: str) -> str | None:
         return None
+
+    # -- the classifier ----------------------------------------------------------------------
+    @staticmethod
+    def width_refusal(classification) -> str | None:
+        """Why N would change the width exponents of this parametrization (None: it keeps
+        them all, docs/theory.md §14.4): its pre-activations are not Θ(1) at
+        initialization, so s carries a power of n into every vector."""
+        failed = [c for c in classification.conditions
+                  if c.key in ("input_init", "hidden_init") and not c.holds]
+        if not failed:
+            return None
+        return ("its pre-activations are not Θ(1) at initialization ("
+                + "; ".join(c.consequence for c in failed) + "), where a normalization's "
+                "scale would change the width exponents; normalizations are derived for "
+                "a_1 + b_1 = 0 and a_l + b_l = 1/2 (docs/theory.md §14.4)")
 
     # -- rows: average over the last axis (width or particles) ----------------------------
     def _rows_parts(self, h, xp):

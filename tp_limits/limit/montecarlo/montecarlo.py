@@ -123,8 +123,8 @@ class DeepRun:
             self.ZV = sig[L] * draws.normal((N, do)) if c.readout_init else xp.zeros((N, do))
         # the program's biases: Z^{b^l} (N, 1) per hidden layer with one, and the readout's
         # deterministic β (1, d_out); this step's backward vectors g^l for them
-        self.Zb = {l: (c.bias.sigma[l] * draws.normal((N, 1)) if c.bias.sigma[l]
-                       else xp.zeros((N, 1))) for l in self.program.hidden_bias_layers}
+        self.Zb = {l: self._gaussian(c.bias.sigma[l], (N, 1))
+                   for l in self.program.hidden_bias_layers}
         self.beta = {l: np.zeros((1, do)) for l in self.program.readout_bias_layers}
         self.bias_grads = {}
         cap = p.B * p.T
@@ -159,6 +159,10 @@ class DeepRun:
         self.evaluated = set()
         self.eval_X = xp.asarray(p.eval_inputs)
         self.k_at_step = None   # families' sizes while a step's forward pass is under way
+
+    def _gaussian(self, std, shape):
+        """std · N(0, 1) particle coordinates; nothing is drawn for std = 0."""
+        return std * self.draws.normal(shape) if std else self.xp.zeros(shape)
 
     # -- the two matrix products of a hidden layer ------------------------------------------
     def _coefficients(self, own, other, z, kappa, l, zc, t):

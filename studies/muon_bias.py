@@ -6,10 +6,10 @@ script measures that difference against the exact linear engine (μP-Muon, φ = 
 d_out = 2, B = 2, η = 0.05, the three N8 batches of the tests) or, for φ = tanh, against a
 run with many more particles:
 
-    python benchmarks/muon_bias.py spectrum            # the buffer's singular values
-    python benchmarks/muon_bias.py small [--L 2]       # plain Monte Carlo, N = 64…4096
-    python benchmarks/muon_bias.py steps               # Newton–Schulz steps 1, 2, 3, 5
-    python benchmarks/muon_bias.py default [--runs 400] [--sampler qmc] [--phi id]
+    python studies/muon_bias.py spectrum            # the buffer's singular values
+    python studies/muon_bias.py small [--L 2]       # plain Monte Carlo, N = 64…4096
+    python studies/muon_bias.py steps               # Newton–Schulz steps 1, 2, 3, 5
+    python studies/muon_bias.py default [--runs 400] [--sampler qmc] [--phi id]
 
 ``small`` and ``steps`` run R replicates of N particles with plain Monte Carlo draws and
 report the RMS (over steps, inputs and outputs) of the replicates' mean minus the exact

@@ -38,7 +38,7 @@ from ..sampling import Draws
 from .blocks import MIN_BLOCK, block_size
 from .columns import STAT_FIELDS, SweepColumns, n_columns
 from .contract import SweepData, sweep_args
-from .linear import linear_one_hidden
+from ..exact.one_hidden import linear_one_hidden
 from .particles import MAX_NODES, quadrature_particles, random_particles
 from .phi import cache_pays, cache_planes
 from .sweep_cuda import MAX_D

@@ -1,7 +1,7 @@
 """Depth transfer on real data: the optimal learning rate at infinite width for K = 2, 4, 8
 residual blocks under three depth rules, on scikit-learn's digits (docs/theory.md §12.4).
 
-    python benchmarks/depth_transfer_digits.py [--Ks 2,4,8] [--particles 4000]
+    python studies/depth_transfer_digits.py [--Ks 2,4,8] [--particles 4000]
 
 μP-SGD, tanh, three classes of the 8 × 8 digits, 8 steps of batch 8, held-out
 cross-entropy on 40 test images (the task of examples/experiments/lr_sweep_digits.toml);

@@ -2,7 +2,7 @@
 width limit for K = 2…64 residual blocks under three depth rules, with error bars
 (docs/theory.md §12.4).
 
-    python benchmarks/depth_limit.py [--Ks 2,4,8,16,32,64] [--particles 32768]
+    python studies/depth_limit.py [--Ks 2,4,8,16,32,64] [--particles 32768]
                                      [--replicates 8] [--json out.json] [--plot out.png]
 
 The task is §12.4's teacher (d = 4, a tanh teacher of 3 units, 8 steps of batch 4, 8

@@ -1,10 +1,10 @@
 """How compressible are the deep engine's histories?  The spectrum of each family's Gram
 matrix of stored vectors, and its numerical rank against the number of rows B·T.
 
-    python benchmarks/bench_history_rank.py [--N 16384] [--L 3] [--B 4] [--E 8]
+    python studies/history_rank.py [--N 16384] [--L 3] [--B 4] [--E 8]
         [--T 1000] [--phis tanh,relu,gelu] [--optimizers sgd,momentum,adam]
         [--lr 0.1] [--tols 1e-6,1e-8,1e-10] [--out history_rank.json]
-    python benchmarks/bench_history_rank.py --out history_rank.json --plot FILE.png
+    python studies/history_rank.py --out history_rank.json --plot FILE.png
 
 The routine is bench_deep.py's (μP, d = 2, a random regression task, new inputs every
 step).  One deep Monte Carlo run per (φ, optimizer) to T steps keeps every family's
@@ -22,8 +22,8 @@ import numpy as np
 
 import tp_limits as tp
 from tp_limits.limit import prepare_limit
-from tp_limits.limit.deep.montecarlo import DeepRun
-from tp_limits.limit.deep.partners import PartnerDeepRun
+from tp_limits.limit.montecarlo.montecarlo import DeepRun
+from tp_limits.limit.montecarlo.partners import PartnerDeepRun
 
 OPTIMIZERS = {"sgd": (None, "sgd"), "momentum": (tp.SGD(momentum=0.9), "sgd"),
               "adam": (tp.Adam(), "adam")}
