@@ -229,6 +229,26 @@ def test_output_folder_is_written_aside_and_moved_into_place(tmp_path, monkeypat
     assert not again.exists() and (tmp_path / ".again.incomplete").exists()
 
 
+def test_a_mount_point_output_is_filled_not_replaced(tmp_path, monkeypatch):
+    """A mount point cannot be removed or renamed over: the report is staged inside it and
+    its entries moved up, so the finished run is kept (os.path.ismount stands in for a
+    real mount here)."""
+    import os
+    exp = build(with_(SMALL, "finite", enabled=False) | {"limit": {"particles": 2_000,
+                                                                     "replicates": 2}})
+    res = run(exp, progress=False)
+    out = tmp_path / "mnt"
+    out.mkdir()
+    (out / "old.txt").write_text("an older run")
+    real = os.path.ismount
+    monkeypatch.setattr(os.path, "ismount", lambda p: os.fspath(p) == os.fspath(out) or real(p))
+    inode = out.stat().st_ino
+    files = write_report(res, out, force=True)
+    assert out.stat().st_ino == inode                      # the same folder, filled
+    assert sorted(p.name for p in out.iterdir()) == sorted({f.split("/")[0] for f in files})
+    assert (out / "summary.md").exists() and not (out / "old.txt").exists()
+
+
 def test_divergence_on_the_command_line_gives_cli_advice(tmp_path, capsys):
     """The message used to advise on_divergence='stop', which the CLI does not offer."""
     f = tmp_path / "hot.toml"

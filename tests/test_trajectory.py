@@ -1,7 +1,7 @@
 """The one result type (tp.Trajectory): properties, atomic save, load."""
 import numpy as np
 import pytest
-from conftest import d1
+from conftest import D1, d1
 
 import tp_limits as tp
 
@@ -67,3 +67,25 @@ def test_load_of_a_foreign_file_is_a_library_error(tmp_path):
     bad.write_bytes(b"not a zip file")
     with pytest.raises(tp.TPError, match="cannot read"):
         tp.Trajectory.load(bad)
+
+
+def test_saved_weights_keep_the_biases_and_the_file_is_readable(tmp_path):
+    """keep_weights returns every trained array, biases included, through save and load;
+    the file takes the process's umask (not the private mode of a temporary file)."""
+    import os
+    import stat
+    net = tp.MLP(tp.mup(2), 2, 1, bias=tp.Bias(0.5))
+    tr = tp.train_finite(net, tp.Routine(lr=0.5, **D1), 32, keep_weights=True, record=())
+    w = tr.weights
+    assert sorted(w.bias_initial) == sorted(w.bias_final) == [0, 1, 2]
+    assert np.abs(w.bias_final[2] - w.bias_initial[2]).max() > 0      # the readout's moved
+    old = os.umask(0o022)
+    try:
+        tr.save(tmp_path / "t.npz")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "t.npz").st_mode) == 0o644
+    back = tp.Trajectory.load(tmp_path / "t.npz").weights
+    for l in (0, 1, 2):
+        assert np.array_equal(back.bias_initial[l], w.bias_initial[l])
+        assert np.array_equal(back.bias_final[l], w.bias_final[l])

@@ -31,10 +31,14 @@ from .status import Divergence, RunStatus
 @dataclass(frozen=True)
 class Weights:
     """The weights W^1..W^{L+1} of a finite network (W-space, docs/theory.md §7.1):
-    ``initial`` before the first step, ``final`` after the last completed one."""
+    ``initial`` before the first step, ``final`` after the last completed one; with biases
+    (docs/theory.md §13), ``bias_initial`` and ``bias_final`` map each biased layer l
+    (0-based; L is the readout's) to its (rows, 1) bias."""
 
     initial: tuple
     final: tuple
+    bias_initial: dict = field(default_factory=dict)
+    bias_final: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,8 @@ class Trajectory:
             for when in ("initial", "final"):
                 for l, W in enumerate(getattr(self.weights, when)):
                     arrays[f"weights/{when}/{l}"] = W
+                for l, b in getattr(self.weights, f"bias_{when}").items():
+                    arrays[f"weights/bias_{when}/{l}"] = b
         try:
             fd, tmp = tempfile.mkstemp(suffix=".npz", dir=folder)
         except OSError as exc:
@@ -139,6 +145,9 @@ class Trajectory:
         try:
             with os.fdopen(fd, "wb") as fh:
                 np.savez(fh, **arrays)
+            # the temporary file is private (0600); the trajectory is as readable as any
+            # file the process writes
+            os.chmod(tmp, 0o666 & ~_umask())
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):
@@ -175,10 +184,22 @@ class Trajectory:
                           "evaluations do not describe one run")
         stats = {k[len("stats/"):]: v for k, v in data.items() if k.startswith("stats/")}
         layers = sum(k.startswith("weights/initial/") for k in data)
+        def biases(when):
+            key = f"weights/bias_{when}/"
+            return dict(sorted((int(k[len(key):]), v) for k, v in data.items()
+                               if k.startswith(key)))
         weights = (Weights(*(tuple(data[f"weights/{when}/{l}"] for l in range(layers))
-                             for when in ("initial", "final"))) if layers else None)
+                             for when in ("initial", "final")),
+                           biases("initial"), biases("final")) if layers else None)
         return cls(f_eval=data["f_eval"], f_train=data["f_train"], loss=data["loss"],
                    stats=stats, meta=meta, f_eval_se=data.get("f_eval_se"), weights=weights)
+
+
+def _umask() -> int:
+    """The process's file-mode creation mask (read by setting it and setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _jsonable(obj):

@@ -338,9 +338,12 @@ def _alive(pid: int) -> bool:
 
 def _staged(out, force: bool, write) -> list:
     """Run ``write(folder) -> files`` into a staging folder beside ``out`` and move it into
-    place only when it returned; on failure the staging folder is left, named incomplete."""
+    place only when it returned; on failure the staging folder is left, named incomplete.
+    A mount point cannot be removed or replaced: there the staging folder is inside it,
+    and the report's entries are moved up into it (the same file system)."""
     out = check_output_folder(out, force)
-    stage = out.parent / f".{out.name}.incomplete"
+    mounted = os.path.ismount(out)
+    stage = (out if mounted else out.parent) / f".{out.name}.incomplete"
     if stage.exists():
         shutil.rmtree(stage)
     stage.mkdir(parents=True)
@@ -353,10 +356,23 @@ def _staged(out, force: bool, write) -> list:
             raise ExperimentError(f"writing the report failed ({type(exc).__name__}: {exc}); "
                                   f"what was written is in {stage}, which is incomplete") \
                 from exc
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(stage, out)
+        if mounted:
+            _publish_into(stage, out)
+        else:
+            if out.exists():
+                shutil.rmtree(out)
+            os.replace(stage, out)
     return files
+
+
+def _publish_into(stage: Path, out: Path) -> None:
+    """Replace the contents of the folder ``out`` by those of ``stage`` (inside it)."""
+    for old in out.iterdir():
+        if old != stage:
+            shutil.rmtree(old) if old.is_dir() and not old.is_symlink() else old.unlink()
+    for new in stage.iterdir():
+        os.replace(new, out / new.name)
+    stage.rmdir()
 
 
 def write_report(res: ExperimentResult, out, force: bool = False) -> list:

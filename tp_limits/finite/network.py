@@ -82,6 +82,8 @@ class FiniteNetwork:
                      for l in self.program.bias_layers}
         self.bias_state = {l: self.opt.finite_state(v, l, L + 1, backend)
                            for l, v in self.bias.items()}
+        self.bias0 = ({l: v.copy() for l, v in self.bias.items()} if self.W0 is not None
+                      else None)
         self.t = 0                                                 # updates so far
         self._step = 0                                             # the step being walked
         self._rate, self._xs = 1.0, None                           # the update's rate, inputs

@@ -104,9 +104,10 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
     divergence_bound : a pre-activation or output whose magnitude exceeds this
         counts as a divergence even while finite (default 1e10; None: only
         inf and NaN do).
-    keep_weights : return the weights W^1..W^{L+1} (W-space, docs/theory.md §7.1) of
-        the initial network and after the last completed step as
-        ``Trajectory.weights`` (host arrays; a copy of W_0 is kept during the run).
+    keep_weights : return the weights W^1..W^{L+1} (W-space, docs/theory.md §7.1), and
+        the biases of a network with them, of the initial network and after the last
+        completed step as ``Trajectory.weights`` (host arrays; a copy of W_0 is kept
+        during the run).
 
     The optimizer and its hyperparameters (momentum, weight decay, Adam's β
     and ε, all width-free) are the routine's ``optimizer`` (docs/theory.md §10).
@@ -168,7 +169,9 @@ def run_finite(plan: FinitePlan) -> Trajectory:
                     backprop=o.backprop, record=list(record))
     stats = recorder.truncate(done + 1) if recorder else {}
     stats.update(problem.eval_metrics(f_eval[: done + 1]))
-    weights = (Weights(tuple(tonp(W) for W in nw.W0), tuple(tonp(W) for W in nw.W))
+    weights = (Weights(tuple(tonp(W) for W in nw.W0), tuple(tonp(W) for W in nw.W),
+                       {l: tonp(b) for l, b in nw.bias0.items()},
+                       {l: tonp(b) for l, b in nw.bias.items()})
                if o.keep_weights else None)
     return Trajectory(f_eval=f_eval[: done + 1], f_train=f_train[:done], loss=losses[:done],
                       stats=stats, meta=meta, status=status, weights=weights)
