@@ -6,6 +6,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import D1
 
 import tp_limits as tp
 
@@ -258,3 +259,83 @@ def test_the_interop_page_example_runs():
     sweep = scope["sweep"]
     assert "inf" in sweep.optimal_lr and set(sweep.optimal_lr) >= {128, 512}
     assert scope["cfg"].net.param.classify().regime == "feature_learning"
+
+
+def _mup_module(torch, mup, extra=None, skip=False, reorder=False, widths=(32, 32)):
+    """A small mup MLP (nn.Linear, Tanh, MuReadout) after set_base_shapes, with a module
+    ``extra`` in it, a skip connection, or its hidden layers applied in reverse order."""
+    class M(torch.nn.Module):
+        def __init__(self, scale):
+            super().__init__()
+            ws = [w * scale for w in widths]
+            self.l1 = torch.nn.Linear(3, ws[0], bias=False, dtype=torch.float64)
+            self.l2 = torch.nn.Linear(ws[0], ws[1], bias=False, dtype=torch.float64)
+            self.l3 = torch.nn.Linear(ws[1], ws[1], bias=False, dtype=torch.float64)
+            self.act = torch.nn.Tanh()
+            self.extra = extra
+            self.readout = mup.MuReadout(ws[1], 1, bias=False, dtype=torch.float64)
+
+        def forward(self, x):
+            h = self.act(self.l1(x))
+            if self.extra is not None:
+                h = self.extra(h)
+            a, b = (self.l3, self.l2) if reorder else (self.l2, self.l3)
+            g = self.act(a(h))
+            g = self.act(b(g)) + (g if skip else 0.0)
+            return self.readout(g)
+    model = M(2)
+    mup.set_base_shapes(model, M(1))
+    return model
+
+
+@pytest.mark.parametrize("case, message", [
+    ("dropout", r"extra \(Dropout\)"), ("layernorm", r"extra \(LayerNorm\)"),
+    ("skip", "computes something else"), ("reorder", "computes something else"),
+    ("widths", "one hidden width")])
+def test_from_torch_refuses_what_it_cannot_read(case, message):
+    """Anything but a plain Linear stack of one width, applied in registration order, is
+    refused with the module named (it used to be read silently, as a wrong network)."""
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    mup = pytest.importorskip("mup", reason="mup is not installed (pip install mup)")
+    extra = {"dropout": torch.nn.Dropout(0.1),
+             "layernorm": torch.nn.LayerNorm(64, dtype=torch.float64)}.get(case)
+    if case == "widths":
+        model = None
+        with pytest.raises(tp.SpecError, match=message):
+            model = _mup_module(torch, mup, widths=(32, 48))
+            tp.from_torch(model, lr=0.1)
+        return
+    model = _mup_module(torch, mup, extra=extra, skip=case == "skip",
+                        reorder=case == "reorder")
+    with pytest.raises(tp.SpecError, match=message):
+        tp.from_torch(model, lr=0.1)
+    # the same module without the fault is read
+    tp.from_torch(_mup_module(torch, mup), lr=0.1)
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"nesterov": "yes"}, r"optimizer_settings\['nesterov'\] = 'yes' must be True or False"),
+    ({"momentum": 1.5}, r"optimizer_settings\['momentum'\] = 1.5"),
+    ([("momentum", 0.9)], "must be a dict"),
+])
+def test_from_mup_checks_every_setting(settings, message):
+    with pytest.raises(tp.SpecError, match=message):
+        tp.from_mup(2, 64, 1, optimizer_settings=settings)
+    with pytest.raises(tp.SpecError, match="one class"):
+        tp.from_mup(2, 64, 1, loss="CrossEntropyLoss")
+
+
+def test_to_torch_refuses_before_building_weights(monkeypatch):
+    """Muon has no torch optimizer here, a bad seed or a width beyond memory is named:
+    each before a single weight is drawn."""
+    from tp_limits.finite import network
+    monkeypatch.setattr(network.FiniteNetwork, "__init__",
+                        lambda *a, **k: pytest.fail("weights were built"))
+    net = tp.MLP(tp.mup(2, optimizer="muon"), 2, 1)
+    with pytest.raises(tp.SpecError, match="no torch optimizer for Muon"):
+        tp.to_torch(net, 64, routine=tp.Routine(lr=0.05, optimizer=tp.Muon(), **D1))
+    with pytest.raises(tp.SpecError, match="seed"):
+        tp.to_torch(tp.MLP(tp.mup(2), 2, 1), 64, seed=-1)
+    pytest.importorskip("torch", reason="torch is not installed")
+    with pytest.raises(tp.MemoryBudgetError, match="to_torch at width"):
+        tp.to_torch(tp.MLP(tp.mup(2), 2, 1), 10 ** 7)

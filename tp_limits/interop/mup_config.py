@@ -38,7 +38,8 @@ from ..abc.presets import mup as mup_preset
 from ..errors import SpecError
 from ..nonlinearities import NONLINEARITIES
 from ..spec import MLP, Routine
-from ..spec.checks import check_int, finite_positive
+from ..spec.checks import (check_bool, check_int, finite_non_negative, finite_positive,
+                           unit_interval)
 from ..spec.optimizers import SGD, Adam
 
 #: torch.nn loss names and this package's losses (from_mup scales for MSELoss, which
@@ -50,6 +51,17 @@ OPTIMIZERS = {"musgd": "sgd", "sgd": "sgd", "muadam": "adam", "adam": "adam",
 #: torch.nn activation names and this package's nonlinearities
 TORCH_NONLINEARITIES = {"ReLU": "relu", "Tanh": "tanh", "GELU": "gelu", "SiLU": "silu",
                         "Sigmoid": "sigmoid", "Softplus": "softplus", "Identity": "id"}
+def _pair_of_betas(value, name):
+    if isinstance(value, (str, set)) or not hasattr(value, "__len__") or len(value) != 2:
+        raise SpecError(f"{name} = {value!r} must be a pair (β₁, β₂)")
+    return tuple(unit_interval(v, f"{name}[{i}]") for i, v in enumerate(value))
+
+
+#: torch's optimizer settings that have a counterpart here, each with its check (the
+#: message names the setting as the user gave it)
+_CHECKS = {"momentum": unit_interval, "nesterov": check_bool,
+           "weight_decay": finite_non_negative, "dampening": finite_non_negative,
+           "betas": _pair_of_betas, "eps": finite_non_negative, "amsgrad": check_bool}
 _SGD_KEYS = {"momentum", "nesterov", "weight_decay", "dampening"}
 _ADAM_KEYS = {"betas", "eps", "weight_decay", "amsgrad"}
 
@@ -125,7 +137,11 @@ def _stds(init_std, L: int) -> tuple:
 
 
 def _settings(kind: str, settings: dict | None) -> dict:
-    settings = dict(settings or {})
+    if settings is not None and not isinstance(settings, dict):
+        raise SpecError(f"optimizer_settings = {settings!r} must be a dict of torch's "
+                        "optimizer keyword arguments, or None")
+    settings = {k: _CHECKS[k](v, f"optimizer_settings[{k!r}]") if k in _CHECKS else v
+                for k, v in (settings or {}).items()}
     allowed = _SGD_KEYS if kind == "sgd" else _ADAM_KEYS
     unknown = sorted(set(settings) - allowed)
     if unknown:
@@ -181,6 +197,9 @@ def from_mup(d_in: int, width: int, d_out: int, hidden_layers: int = 1, base_wid
                         "mean reduction)")
     eta = finite_positive(lr, "lr")
     settings = _settings("sgd" if kind == "sgd" else "adam", optimizer_settings)
+    if loss == "CrossEntropyLoss" and d_out < 2:
+        raise SpecError(f"loss = 'CrossEntropyLoss' with d_out = {d_out}: a cross-entropy over "
+                        "one class is constant; give d_out >= 2 classes (or MSELoss)")
     k = 2.0 / d_out if loss == "MSELoss" else 1.0      # torch loss gradient / this package's
 
     sigma = (s[0],) + tuple(s[l] * math.sqrt(b[l - 1]) for l in range(1, L)) + (s[L] * b[L - 1],)

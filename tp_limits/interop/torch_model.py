@@ -29,9 +29,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine.backend import get_backend
+from ..engine.memory import require_memory
+from ..engine.options import MAX_WIDTH, check_seed
 from ..errors import SpecError
 from ..finite.network import FiniteNetwork
-from ..spec import MLP, Problem, Routine
+from ..spec import MLP, SGD, Problem, Routine
 from ..spec.checks import check_int
 from .mup_config import TORCH_NONLINEARITIES, MupTranslation, from_mup
 
@@ -170,8 +172,8 @@ def to_torch(net: MLP, width: int, seed: int = 0, routine: Routine | None = None
     refusal = net.program.refusal("torch")
     if refusal:
         raise SpecError(refusal)
-    torch = _import_torch()
-    n = check_int(width, "width")
+    n = check_int(width, "width", 1, MAX_WIDTH)
+    check_seed(seed)
     if routine is not None and not isinstance(routine, Routine):
         raise SpecError(f"routine must be a tp.Routine or None, got {type(routine).__name__}")
     mup = _import_mup() if base_width is not None else None
@@ -181,6 +183,15 @@ def to_torch(net: MLP, width: int, seed: int = 0, routine: Routine | None = None
     problem = Problem(net, routine) if routine is not None else None
     lr = routine.lr if routine is not None else 1.0
     opt = problem.optimizer if problem is not None else None
+    if opt is not None and opt.rule.name not in TORCH_RULES:
+        raise SpecError(f"to_torch has no torch optimizer for {opt}: it builds SGD (with "
+                        "momentum or Nesterov) and AdamW; train this network with "
+                        "tp.train_finite")
+    torch = _import_torch()
+    # this package's network, and the torch module's copy of its weights beside it
+    weights = FiniteNetwork.bytes_needed(net, n, np.float64, "exact", opt or SGD(), False)
+    require_memory(2 * weights, f"to_torch at width {n} (the weights drawn here and the "
+                   "torch module's copy)", get_backend("numpy"), advice="lower the width")
     nw = FiniteNetwork(net, n, lr, seed, get_backend("numpy"), np.float64, optimizer=opt)
     const, alpha, L = nw.const, net.output_multiplier, net.L
     TPMLP = _module_class(torch)
@@ -215,11 +226,15 @@ def to_torch(net: MLP, width: int, seed: int = 0, routine: Routine | None = None
                       scheduler)
 
 
+#: the coordinate rules to_torch builds a torch optimizer for (SGD's three, then Adam)
+TORCH_RULES = ("sgd", "heavy_ball", "nesterov", "adam")
+
+
 def _optimizer(torch, opt, const, layers, scale):
     """The torch optimizer of the module docstring, one parameter group per layer."""
     shrink = opt.shrinks(const.decay)
     groups = []
-    if opt.rule.name in ("sgd", "heavy_ball", "nesterov"):
+    if opt.rule.name in TORCH_RULES[:3]:
         for l, (layer, r) in enumerate(zip(layers, scale)):
             rate = const.lr[l] / r ** 2
             groups.append(dict(params=[layer.weight], lr=rate,
@@ -253,6 +268,12 @@ def from_torch(module, lr: float, optimizer: str = "MuSGD",
     linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
     acts = {type(m).__name__ for m in module.modules()
             if type(m).__name__ in TORCH_NONLINEARITIES or type(m).__name__ == "Erf"}
+    for name, m in module.named_modules():
+        plain = isinstance(m, torch.nn.Linear) or type(m).__name__ in acts
+        if not plain and not any(True for _ in m.children()):
+            raise SpecError(f"from_torch reads plain stacks of nn.Linear layers with one "
+                            f"activation; the module has {name} ({type(m).__name__}), which it "
+                            "cannot read")
     if len(linears) < 2 or type(linears[-1]).__name__ != "MuReadout":
         raise SpecError("from_torch needs nn.Linear layers ending in a mup.MuReadout")
     if any(m.bias is not None for m in linears):
@@ -267,6 +288,7 @@ def from_torch(module, lr: float, optimizer: str = "MuSGD",
     phi = "erf" if act == "Erf" else TORCH_NONLINEARITIES[act]
     hidden, readout = linears[:-1], linears[-1]
     width = hidden[0].weight.shape[0]
+    _check_plain_stack(torch, module, linears, width)
     # a dimension equal to its base is finite for mup (base_dim None): base = width there
     bases = [m.weight.infshape[0].base_dim or m.weight.infshape[0].dim for m in hidden]
     if init_std is None:
@@ -277,3 +299,35 @@ def from_torch(module, lr: float, optimizer: str = "MuSGD",
                     hidden_layers=len(hidden), base_width=bases, init_std=init_std,
                     output_mult=readout.output_mult, nonlinearity=phi, optimizer=optimizer,
                     lr=lr, optimizer_settings=optimizer_settings, loss=loss)
+
+
+def _check_plain_stack(torch, module, linears, width: int) -> None:
+    """The module is the plain stack of its Linear layers in the order they are registered,
+    of one hidden width: shapes chained, and its forward on a probe equal to that stack's
+    (a skip, a reordering or other arithmetic in ``forward`` would not be read)."""
+    for k, (a, b) in enumerate(zip(linears, linears[1:])):
+        if b.in_features != a.out_features:
+            raise SpecError(f"from_torch reads the Linear layers in the order they are "
+                            f"registered: layer {k + 1} has {b.in_features} inputs but layer "
+                            f"{k} has {a.out_features} outputs")
+    widths = sorted({m.out_features for m in linears[:-1]})
+    if widths != [width]:
+        raise SpecError(f"from_torch reads networks of one hidden width; the hidden layers "
+                        f"have widths {widths}")
+    act = next(m for m in module.modules() if not isinstance(m, torch.nn.Linear)
+               and not any(True for _ in m.children()))
+    w = linears[0].weight
+    x = torch.randn(3, linears[0].in_features, dtype=w.dtype,
+                    generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        got = module(x)
+        h = x
+        for m in linears[:-1]:
+            h = act(m(h))
+        want = linears[-1](h)
+    if got.shape != want.shape or not torch.allclose(got, want, rtol=1e-9, atol=1e-12):
+        raise SpecError("from_torch reads a module whose forward is its Linear layers applied "
+                        "in the order registered with the activation between them; this "
+                        "module's forward computes something else (skip connections, layers "
+                        "in another order, or other arithmetic), which it cannot read")
+
