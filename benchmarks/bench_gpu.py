@@ -2,7 +2,7 @@
 
     python benchmarks/bench_gpu.py [--deep-Ns 100000,1000000] [--T 200] [--one-N 10000000]
                                    [--kinds sgd,muon,residual] [--passes] [--largest-T]
-                                   [--staged] [--solves] [--profile N:T] [--horizon T,T,...]
+                                   [--profile N:T] [--horizon T,T,...]
     python benchmarks/bench_gpu.py --host [--kinds sgd,muon,residual]
 
 (``--host`` times the same deep jobs at N = 10⁵ with the NumPy engine, for the
@@ -18,7 +18,8 @@ All columns from one run on one device:
   against the history model of bench_deep.py (the bytes the T steps must read
   at the read bandwidth, the multiply-adds at the dgemm rate; the larger is the
   roofline time), for float64 and float32 storage; with ``--kinds`` the same job
-  at N = 10⁵ (float64) with μP-Muon and with two Depth-μP residual blocks;
+  at N = 10⁵ (float64) with μP-Muon (its k × k work on the device, the default, and
+  on the host, as before 2026-11-28) and with two Depth-μP residual blocks;
 * ``--passes``: each pass over a history of k = 400 rows of N = 10⁶ entries
   (passes.py's ArrayPasses) against the time its reads take at the read bandwidth;
 * one hidden layer: particle-steps per second of a sweep, by the fused CUDA
@@ -27,17 +28,13 @@ All columns from one run on one device:
   step at the read-modify-write bandwidth) and the compute floor (the
   2B + E evaluations of tanh at the device's measured tanh rate plus the
   step's multiply-adds at its measured scalar FMA rate, as in bench_limit.py);
-* ``--staged``: every deep job also with the staged device pieces (the one-read
-  history pass of passes_cuda.py, the direct triangular solves of gram.py, Muon's k × k
-  work on the device), which become the device's defaults once measured here;
-* ``--solves``: a Gram factor's two triangular solves, the library's against the direct
-  trsm; ``--profile N:T``: where a deep run's time goes (synchronized timers around the
+* ``--profile N:T``: where a deep run's time goes (synchronized timers around the
   passes, the Gram factors, the host's m × m roots and the draws); ``--horizon``: wall
   time and device memory of the deep job at N = 10⁵ for each T, with the growth
   exponent between the two largest;
-* the one-hidden-layer table has three kernels: inputs through pointers (the default),
-  in constant memory, and in constant memory with registers for two blocks per
-  multiprocessor;
+* the one-hidden-layer table has three kernels: inputs through pointers, in constant
+  memory, and in constant memory with registers for two blocks per multiprocessor
+  (sweep_cuda.launch_choice picks one by d and B from this table);
 * --largest-T: the largest T whose deep job at N = 10⁵ fits the engine's memory
   guard (float64 and float32 storage), the times of T = 400 and 800 (float64), the
   growth exponent between them and the time it projects for the largest T.
@@ -54,12 +51,10 @@ import tp_limits as tp
 from tp_limits.engine.backend import get_backend
 from tp_limits.engine.cuda_source import FAST_TANH
 from tp_limits.errors import MemoryBudgetError
-from tp_limits.limit.montecarlo.gram import direct_triangular_solver
 from tp_limits.limit.montecarlo.passes import ArrayPasses
-from tp_limits.limit.montecarlo.passes_cuda import CudaPasses
 from tp_limits.limit.fused.blocks import block_size
 from tp_limits.limit.fused.contract import SweepData, sweep_args
-from tp_limits.limit.fused.sweep_cuda import sweep_cuda
+from tp_limits.limit.fused.sweep_cuda import launch_choice, sweep_cuda
 from tp_limits.limit.fused.sweep_numpy import sweep_numpy
 from tp_limits.limit.simulate import prepare_limit
 from tp_limits.spec.optimizers import SGD
@@ -150,63 +145,27 @@ def largest_T(N, dtype, backend):
 
 
 def pass_times(b, read_bw, shapes=((400, 1_000_000), (8000, 100_000)), m=12, r=4):
-    """Each pass over k stored rows of N particles against k N 8 bytes at the read
-    bandwidth: the array passes, and the conditional mean with its cross products both
-    ways (two reads of the hats, ArrayPasses; one read, passes_cuda.py)."""
+    """Each pass over k stored rows of N particles (passes.py's ArrayPasses) against
+    k N 8 bytes at the read bandwidth (the conditional mean with its cross products reads
+    the hats twice, so its fraction is at most half)."""
     cp = b.xp
     print("\n| pass | k | N | wall (ms) | its reads at the bandwidth (ms) | fraction |\n"
           "|---|---|---|---|---|---|")
     for k, N in shapes:
         g = cp.random.default_rng(3)
         R, V, C = g.standard_normal((k, N)), g.standard_normal((m, N)), g.standard_normal((k, m))
-        Z, A, F = g.standard_normal((m, N)), ArrayPasses(cp), CudaPasses(cp)
-        gram = R @ R.T / N
+        Z, A = g.standard_normal((m, N)), ArrayPasses(cp)
         ideal = k * N * 8 / read_bw
         for name, fn in (("rows_times R Vᵀ", lambda: A.rows_times(R, V)),
                          ("times_rows Cᵀ R", lambda: A.times_rows(C, R)),
                          ("times_rows into out", lambda: A.times_rows(C, R, out=Z)),
-                         ("mean_and_cross, two reads", lambda: A.mean_and_cross(C, R, Z.copy(), r)),
-                         ("mean_and_cross, fused (one read)",
-                          lambda: F.mean_and_cross(C, R, Z.copy(), r, gram))):
+                         ("mean_and_cross", lambda: A.mean_and_cross(C, R, Z.copy(), r))):
             t = best(fn, b.synchronize)
             print(f"| {name} | {k} | {N:,} | {t * 1e3:.2f} | {ideal * 1e3:.2f} | "
                   f"{ideal / t:.0%} |", flush=True)
-        a, f = Z.copy(), Z.copy()
-        ca, cf = A.mean_and_cross(C, R, a, r), F.mean_and_cross(C, R, f, r, gram)
-        print(f"fused vs two reads, k = {k}: new rows {float(cp.abs(a - f).max()):.1e}, cross "
-              f"products {float(cp.abs(ca - cf).max() / cp.abs(ca).max()):.1e} (relative)",
-              flush=True)
 
 
-def solve_times(b, ks=(2000, 8000), ms=(4, 12)):
-    """A Gram factor's two triangular solves: the library's solve (which copies the k × k
-    block to column-major order) against the direct trsm of gram.py."""
-    from cupyx.scipy.linalg import solve_triangular
-    cp = b.xp
-    direct = direct_triangular_solver()
-    print("\n| k | m | library solve (ms) | direct trsm (ms) | ratio | max difference |\n"
-          "|---|---|---|---|---|---|")
-    for k in ks:
-        g = cp.random.default_rng(4)
-        A = g.standard_normal((k + 64, k + 64)) / np.sqrt(k)
-        Lf = cp.linalg.cholesky(A @ A.T + cp.eye(k + 64))
-        L = Lf[:k, :k]                    # a leading block of a larger array, as in gram.py
-        for m in ms:
-            x = g.standard_normal((k, m))
-
-            def lib():
-                return solve_triangular(L, solve_triangular(L, x, lower=True), lower=True,
-                                        trans="T")
-
-            def new():
-                return direct(L, direct(L, x, lower=True), lower=True, trans="T")
-            t0, t1 = best(lib, b.synchronize), best(new, b.synchronize)
-            err = float(cp.abs(lib() - new()).max() / cp.abs(lib()).max())
-            print(f"| {k} | {m} | {t0 * 1e3:.2f} | {t1 * 1e3:.2f} | {t0 / t1:.1f} | "
-                  f"{err:.1e} |", flush=True)
-
-
-def profile(b, N, T, context=contextlib.nullcontext):
+def profile(b, N, T):
     """Where a deep run's time goes: the passes, the Gram factors, the host's m × m roots,
     the draws and the rest (every timed call is synchronized, which adds a little)."""
     import tp_limits.limit.montecarlo.families as fam
@@ -228,15 +187,13 @@ def profile(b, N, T, context=contextlib.nullcontext):
         return owner, name, fn
     saved = [wrap(ArrayPasses, "rows_times", "pass: rows_times"),
              wrap(ArrayPasses, "times_rows", "pass: times_rows"),
-             wrap(ArrayPasses, "mean_and_cross", "pass: mean_and_cross, two reads"),
-             wrap(CudaPasses, "mean_and_cross", "pass: mean_and_cross (staged)"),
+             wrap(ArrayPasses, "mean_and_cross", "pass: mean_and_cross"),
              wrap(GramFactor, "extend", "gram: extend"),
              wrap(GramFactor, "solve", "gram: solve"),
              wrap(fam.np.linalg, "eigh", "host: m × m roots"),
              wrap(Draws, "normal", "draws")]
     try:
-        with context():
-            wall, _ = deep_job(N, T, "float64", "cupy")
+        wall, _ = deep_job(N, T, "float64", "cupy")
     finally:
         for owner, name, fn in saved:
             setattr(owner, name, fn)
@@ -246,7 +203,7 @@ def profile(b, N, T, context=contextlib.nullcontext):
     print(f"  {'other':28s} {wall - sum(spent.values()):8.2f} s", flush=True)
 
 
-def horizon(b, N, Ts, dtypes, context=contextlib.nullcontext):
+def horizon(b, N, Ts, dtypes):
     """Wall time and device memory (the memory pool's size after the run) of the deep job
     at N particles for each T, and the growth exponent between the two largest T."""
     cp = b.xp
@@ -257,8 +214,7 @@ def horizon(b, N, Ts, dtypes, context=contextlib.nullcontext):
             pool = cp.get_default_memory_pool()
             pool.free_all_blocks()
             try:
-                with context():
-                    walls[T], _ = deep_job(N, T, dtype, "cupy")
+                walls[T], _ = deep_job(N, T, dtype, "cupy")
             except MemoryBudgetError as exc:
                 print(f"| {T} | {dtype} | refused: {str(exc)[:80]} | |", flush=True)
                 continue
@@ -268,6 +224,17 @@ def horizon(b, N, Ts, dtypes, context=contextlib.nullcontext):
             (t0, w0), (t1, w1) = sorted(walls.items())[-2:]
             print(f"{dtype}: growth exponent between T = {t0} and {t1}: "
                   f"{np.log(w1 / w0) / np.log(t1 / t0):.2f}", flush=True)
+
+
+@contextlib.contextmanager
+def muon_core_on_host():
+    """Muon's k × k work on the host, as the engine ran it before it moved to the device."""
+    from tp_limits.limit.montecarlo.msign import MsignDeepRun
+    MsignDeepRun.core_on_device = False
+    try:
+        yield
+    finally:
+        MsignDeepRun.core_on_device = True
 
 
 def main():
@@ -280,13 +247,9 @@ def main():
     ap.add_argument("--passes", action="store_true")
     ap.add_argument("--largest-T", action="store_true")
     ap.add_argument("--host", action="store_true", help="the deep jobs at N = 10^5 on NumPy")
-    ap.add_argument("--solves", action="store_true", help="the Gram factors' solves")
     ap.add_argument("--profile", default="", help="N:T of a deep run to break down")
     ap.add_argument("--horizon", default="", help="T values of the horizon table (N = 10^5)")
     ap.add_argument("--horizon-dtypes", default="float64,float32")
-    ap.add_argument("--staged", action="store_true",
-                    help="the deep jobs with the staged device pieces too (passes_cuda.py, "
-                         "the direct solves, Muon's core on the device)")
     args = ap.parse_args()
     kinds = ["sgd"] + [k for k in args.kinds.split(",") if k]
     if args.host:
@@ -302,65 +265,39 @@ def main():
     print(f"device {dev}: read-modify-write {bw_rmw / 1e12:.2f} TB/s, read "
           f"{bw_read / 1e12:.2f} TB/s, dgemm {fma / 1e12:.2f} T multiply-adds/s", flush=True)
 
-    print("\n| N | storage | T | engine | wall (s) | model bytes (GB) | bandwidth time (s) | "
+    print("\n| N | storage | T | job | wall (s) | model bytes (GB) | bandwidth time (s) | "
           "compute time (s) | fraction of roofline |\n|---|---|---|---|---|---|---|---|---|")
     if args.deep_Ns:
         deep_job(10_000, 4, "float64", "cupy")                 # warm-up (CuPy compiles)
         deep_job(10_000, 4, "float32", "cupy")
-    engines = (("current", contextlib.nullcontext), ("staged", staged)) if args.staged else \
-        (("current", contextlib.nullcontext),)
     for N in (int(x) for x in args.deep_Ns.split(",") if x):
         for dtype in args.dtypes.split(","):
-            for engine, context in engines:
-                with context():
-                    wall, _ = deep_job(N, args.T, dtype, "cupy")
-                nbytes, macs = history_model(N, 3, 4, 8, args.T, np.dtype(dtype).itemsize)
-                tb, tc = nbytes / bw_read, macs / fma
-                print(f"| {N:,} | {dtype} | {args.T} | {engine} | {wall:.2f} | "
-                      f"{nbytes / 1e9:.0f} | {tb:.2f} | {tc:.3f} | {max(tb, tc) / wall:.0%} |",
-                      flush=True)
-
-    for kind in kinds[1:]:
-        for engine, context in engines:
-            with context():
-                deep_job(10_000, 4, "float64", "cupy", kind)
-                print(f"| 100,000 | float64, {kind} | {args.T} | {engine} | "
-                      f"{deep_job(100_000, args.T, 'float64', 'cupy', kind)[0]:.2f} | | | | |",
-                      flush=True)
+            wall, _ = deep_job(N, args.T, dtype, "cupy")
+            nbytes, macs = history_model(N, 3, 4, 8, args.T, np.dtype(dtype).itemsize)
+            tb, tc = nbytes / bw_read, macs / fma
+            print(f"| {N:,} | {dtype} | {args.T} | sgd | {wall:.2f} | {nbytes / 1e9:.0f} | "
+                  f"{tb:.2f} | {tc:.3f} | {max(tb, tc) / wall:.0%} |", flush=True)
+    jobs = [(k, contextlib.nullcontext) for k in kinds[1:]]
+    if "muon" in kinds:
+        jobs.append(("muon, core on the host", muon_core_on_host))
+    for name, context in jobs:
+        kind = name.split(",")[0]
+        with context():
+            deep_job(10_000, 4, "float64", "cupy", kind)       # warm-up (the device's linalg)
+            wall, _ = deep_job(100_000, args.T, "float64", "cupy", kind)
+        print(f"| 100,000 | float64 | {args.T} | {name} | {wall:.2f} | | | | |", flush=True)
     if args.passes:
         pass_times(b, bw_read)
-    if args.solves:
-        solve_times(b)
     if args.one_N:
         one_hidden_table(b, args.one_N, bw_rmw)
     if args.profile:
         N, T = (int(x) for x in args.profile.split(":"))
-        for engine, context in engines:
-            print(f"\nengine: {engine}")
-            profile(b, N, T, context)
+        profile(b, N, T)
     if args.horizon:
         horizon(b, 100_000, [int(x) for x in args.horizon.split(",")],
-                args.horizon_dtypes.split(","), engines[-1][1])
+                args.horizon_dtypes.split(","))
     if args.largest_T:
         largest_T_report(b)
-
-
-@contextlib.contextmanager
-def staged():
-    """The deep engine with the staged device pieces: the one-read pass (passes_cuda.py),
-    the direct triangular solves (gram.py) and Muon's k × k work on the device (msign.py)."""
-    import tp_limits.limit.montecarlo.montecarlo as mc
-    import tp_limits.limit.montecarlo.passes as passes
-    from tp_limits.limit.montecarlo.msign import MsignDeepRun
-    saved = mc.passes_for, passes.triangular_solver
-    mc.passes_for = lambda backend: CudaPasses(backend.xp)
-    passes.triangular_solver = lambda xp: direct_triangular_solver()
-    MsignDeepRun.core_on_device = True
-    try:
-        yield
-    finally:
-        mc.passes_for, passes.triangular_solver = saved
-        MsignDeepRun.core_on_device = False
 
 
 def one_hidden_table(b, N, bw_rmw):
@@ -374,8 +311,8 @@ def one_hidden_table(b, N, bw_rmw):
     variants = (("global", 1), ("constant", 1), ("constant", 2))
     names = " | ".join(f"{i}, {m} block(s)" for i, m in variants)
     print(f"\n| N | d | B | {names} (M particle-steps/s) | array twin | bandwidth bound | "
-          "compute floor | fraction of roofline, each |\n|---|---|---|---|---|---|---|---|---|"
-          "---|")
+          "compute floor | fraction of roofline, each | runs use |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|")
     E = 4
     for d in (1, 4, 16):
         for B in (1, 16):
@@ -397,7 +334,8 @@ def one_hidden_table(b, N, bw_rmw):
             print(f"| {N:,} | {d} | {B} | "
                   + " | ".join(f"{r / 1e6:.0f}" for r in rates)
                   + f" | {twin / 1e6:.0f} | {bound / 1e6:.0f} | {floor / 1e6:.0f} | "
-                  + ", ".join(f"{r / roof:.0%}" for r in rates) + " |", flush=True)
+                  + ", ".join(f"{r / roof:.0%}" for r in rates)
+                  + " | {}, {} |".format(*launch_choice(d, B)), flush=True)
 
 
 def largest_T_report(b, N=100_000):

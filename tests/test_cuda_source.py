@@ -124,105 +124,21 @@ def test_whole_kernel_source_compiles_for_a_gpu(phi, rule, storage, stats, const
                           3, 2, 2, 1, 3, stats, constant), tmp_path)
 
 
-@needs_nvcc
-@pytest.mark.parametrize("m, r", [(12, 4), (8, 0), (32, 16)])
-def test_fused_history_pass_compiles_for_a_gpu(m, r, tmp_path):
-    from tp_limits.limit.montecarlo.passes_cuda import cuda_source as pass_source
-    _compiles(pass_source(m, r), tmp_path)
+def test_launch_choice_is_the_measured_table():
+    """sweep_cuda.launch_choice picks, for each (d, B) of docs/performance.md's
+    one-hidden-layer GPU table, the variant the table says runs use, and that variant
+    was the fastest measured there or within 5 % of it (the leases' spread)."""
+    import pathlib
+    import re
 
-
-#: CUDA's thread model on host threads, enough for the history pass: one block at a time,
-#: every CUDA thread an OS thread, __syncthreads a block barrier, a shuffle an exchange
-#: through a buffer between two warp barriers, __shared__ a static (one block at a time)
-THREADS_HOST = r"""
-#include <barrier>
-#include <thread>
-#include <vector>
-#include <cstdio>
-#include <cstdlib>
-struct dim3_ { unsigned x, y, z; };
-static thread_local dim3_ threadIdx, blockIdx;
-static dim3_ gridDim;
-static std::barrier<>* block_bar;
-static std::barrier<>* warp_bar[32];
-static double shfl_buf[1024];
-#define __global__
-#define __launch_bounds__(...)
-#define __shared__ static
-static inline void __syncthreads() { block_bar->arrive_and_wait(); }
-static inline double __shfl_xor_sync(unsigned, double v, int off) {
-    const int t = threadIdx.x;
-    shfl_buf[t] = v;
-    warp_bar[t >> 5]->arrive_and_wait();
-    const double r = shfl_buf[(t & ~31) | ((t & 31) ^ off)];
-    warp_bar[t >> 5]->arrive_and_wait();
-    return r;
-}
-template <class F> void launch(unsigned gx, unsigned gy, int nth, F f) {
-    gridDim = {gx, gy, 1};
-    for (unsigned by = 0; by < gy; ++by) for (unsigned bx = 0; bx < gx; ++bx) {
-        std::barrier<> b(nth);
-        block_bar = &b;
-        for (int w = 0; w < nth / 32; ++w) warp_bar[w] = new std::barrier<>(32);
-        std::vector<std::thread> th;
-        for (int t = 0; t < nth; ++t)
-            th.emplace_back([=] { threadIdx = {(unsigned)t, 0, 0}; blockIdx = {bx, by, 0}; f(); });
-        for (auto& x : th) x.join();
-        for (int w = 0; w < nth / 32; ++w) delete warp_bar[w];
-    }
-}
-"""
-
-PASS_MAIN = r"""
-int main(int argc, char** argv) {
-    const long long k = atoll(argv[1]), N = atoll(argv[2]), per = atoll(argv[3]);
-    const long long cb = (N + NTH * P - 1) / (NTH * P), splits = (k + per - 1) / per;
-    std::vector<double> R(k * N), C(k * M), Z(M * N), Zp(splits * M * N + 1),
-        Xp(cb * k * (RR ? RR : 1) + 1);
-    FILE* f = fopen(argv[4], "rb");
-    if (fread(R.data(), 8, k * N, f) + fread(C.data(), 8, k * M, f)
-        + fread(Z.data(), 8, M * N, f) != (size_t)(k * N + k * M + M * N)) return 1;
-    fclose(f);
-    launch(cb, splits, NTH, [&] { mean_cross(R.data(), C.data(), Z.data(), Zp.data(),
-                                             Xp.data(), k, N, per); });
-    f = fopen(argv[5], "wb");
-    fwrite(Z.data(), 8, M * N, f);
-    fwrite(Zp.data(), 8, splits * M * N, f);
-    fwrite(Xp.data(), 8, cb * k * RR, f);
-    fclose(f);
-    return 0;
-}
-"""
-
-
-@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (host C++20)")
-@pytest.mark.parametrize("m, r, k, N, per", [(12, 4, 40, 1100, 32), (4, 4, 5, 3000, 32),
-                                             (8, 0, 40, 777, 64), (20, 16, 9, 600, 32)])
-def test_fused_history_pass_on_host_threads(m, r, k, N, per, tmp_path):
-    """The one-read history pass (passes_cuda.py), its own CUDA source compiled for the host
-    with threads standing in for CUDA's: the new rows Z + Cᵀ R (in place, or as row-split
-    partial sums) and the partial cross products R Z_oldᵀ per column block, which with
-    N · Ch C[:, :r] give R Z_newᵀ — against NumPy, over several row splits and ragged
-    column and row tails."""
-    from tp_limits.limit.montecarlo.passes_cuda import THREADS, columns_per_thread
-    from tp_limits.limit.montecarlo.passes_cuda import cuda_source as pass_source
-    src, exe = tmp_path / "pass.cpp", tmp_path / "pass"
-    src.write_text(THREADS_HOST + pass_source(m, r).replace('extern "C" ', "") + PASS_MAIN)
-    subprocess.run(["g++", "-std=c++20", "-O1", "-pthread", "-o", str(exe), str(src)],
-                   check=True, capture_output=True, timeout=300)
-    rng = np.random.default_rng(k)
-    R, C, Z = rng.standard_normal((k, N)), rng.standard_normal((k, m)), \
-        rng.standard_normal((m, N))
-    (tmp_path / "in.bin").write_bytes(R.tobytes() + C.tobytes() + Z.tobytes())
-    subprocess.run([str(exe), str(k), str(N), str(per), str(tmp_path / "in.bin"),
-                    str(tmp_path / "out.bin")], check=True, timeout=300)
-    cb, splits = -(-N // (THREADS * columns_per_thread(m))), -(-k // per)
-    out = np.fromfile(tmp_path / "out.bin")
-    Zk, out = out[:m * N].reshape(m, N), out[m * N:]
-    Zp, Xp = out[:splits * m * N].reshape(splits, m, N), out[splits * m * N:]
-    new = Z + C.T @ R
-    got = Zk if splits == 1 else Z + Zp.sum(axis=0)
-    assert np.allclose(got, new, rtol=1e-13, atol=1e-12)
-    if r:
-        cross = Xp.reshape(cb, k, r).sum(axis=0) + R @ R.T @ C[:, :r]
-        assert np.allclose(cross, R @ new[:r].T, rtol=1e-12, atol=1e-9)
+    from tp_limits.limit.fused.sweep_cuda import launch_choice
+    doc = (pathlib.Path(__file__).parents[1] / "docs" / "performance.md").read_text()
+    names = {"pointers": ("global", 1), "constant": ("constant", 1),
+             "constant, 2 blocks": ("constant", 2)}
+    rows = re.findall(r"^\| (\d+) \| (\d+) \| ([\d ]+) \| ([\d ]+) \| ([\d ]+) \| [\d ]+ \| "
+                      r"[^|]+ \| ([a-z, 0-9]+) \|$", doc, flags=re.M)
+    assert len(rows) == 6
+    for d, B, *rates, used in rows:
+        rates = [float(r.replace(" ", "")) for r in rates]
+        assert rates[list(names).index(used)] >= 0.95 * max(rates), (d, B, used)
+        assert launch_choice(int(d), int(B)) == names[used], (d, B)

@@ -54,7 +54,7 @@ def test_no_import_runs_against_the_data_flow(part):
 def test_limit_engines_are_folders():
     limit = PKG / "limit"
     assert {p.name for p in limit.iterdir() if p.is_dir() and p.name != "__pycache__"} == {
-        "kernel", "one_hidden", "deep"}
+        "kernel", "fused", "montecarlo", "exact"}
     flat = sorted(p.name for p in limit.glob("*.py"))
     assert flat == ["__init__.py", "base.py", "options.py", "replicates.py", "result.py",
                     "sampling.py", "select.py", "simulate.py"]

@@ -72,6 +72,14 @@ def _newer_engine(case):
         "schedule one hidden adam": (tp.MLP(tp.mup(1, optimizer="adam"), 3, 2, phi="tanh"),
                                      tp.Routine(lr=schedule / 8, optimizer=tp.Adam(), **N8_LONG),
                                      {}),
+        "norm layer deep": (tp.MLP(tp.mup(2), 3, 2, phi="tanh", norm="layer"),
+                            tp.Routine(lr=0.3, **N8_LONG), {}),
+        "norm rms residual adam": (tp.MLP(tp.mup(3, optimizer="adam"), 3, 2, phi="tanh",
+                                          norm="rms", residual=tp.Residual.depth_mup("adam")),
+                                   tp.Routine(lr=0.02, optimizer=tp.Adam(), **N8_LONG),
+                                   dict(partners=16)),
+        "norm layer one hidden": (tp.MLP(tp.mup(1), 3, 2, phi="relu", norm="layer"),
+                                  tp.Routine(lr=0.3, **N8_LONG), {}),
     }[case]
 
 
@@ -79,12 +87,13 @@ CASES = ["deep L=3 stein", "deep L=2 tangent", "deep L=2 adam", "deep L=3 stein 
          "one hidden", "one hidden adam", "muon L=1", "muon L=2 newton-schulz",
          "muon L=2 polar decay", "muon L=2 adam vectors", "residual K=2",
          "residual blocks of 2", "residual muon", "biases deep", "schedule deep momentum",
-         "schedule one hidden adam"]
+         "schedule one hidden adam", "norm layer deep", "norm rms residual adam",
+         "norm layer one hidden"]
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_gpu_engine_matches_cpu_engine_number_for_number(case):
-    if case.startswith(("muon", "residual", "schedule", "biases")):
+    if case.startswith(("muon", "residual", "schedule", "biases", "norm")):
         net, r, extra = _newer_engine(case)
     else:
         L = 1 if "one" in case else int(case.split("L=")[1][0])
@@ -106,7 +115,7 @@ def test_gpu_engine_matches_cpu_engine_number_for_number(case):
 
 
 @pytest.mark.parametrize("case", ["muon", "residual blocks of 2 with adam", "spectral init",
-                                  "biases"])
+                                  "biases", "norms"])
 def test_gpu_finite_network_matches_numpy(case):
     """Finite networks of the newer layer kinds and optimizers: the same weights (drawn on
     the host) trained on either backend agree to 1e-10 in float64."""
@@ -116,6 +125,10 @@ def test_gpu_finite_network_matches_numpy(case):
     elif case == "biases":
         net, r = tp.MLP(tp.mup(2), 3, 2, phi="tanh", bias=tp.Bias(0.5, 2.0)), \
             tp.Routine(lr=0.3, optimizer=tp.SGD(momentum=0.9), **N8_LONG)
+    elif case == "norms":
+        net, r = tp.MLP(tp.mup(3, optimizer="adam"), 3, 2, phi="tanh", norm="rms",
+                        residual=tp.Residual.depth_mup("adam")), \
+            tp.Routine(lr=0.02, optimizer=tp.Adam(), **N8_LONG)
     elif case == "spectral init":
         net, r = tp.MLP(tp.mup(2), 3, 2, phi="tanh", init="spectral"), \
             tp.Routine(lr=0.3, **N8_LONG)
@@ -174,8 +187,9 @@ def test_cuda_sweep_matches_array_twin(phi, mode):
             chi = g.standard_normal((B, do))
             w = np.full(1, 1.0 / N)
             runs = []
-            for fn in (sweep_numpy, lambda a, b: sweep_cuda(a, b, "global"),
-                       lambda a, b: sweep_cuda(a, b, "constant")):
+            for fn in (sweep_numpy, lambda a, b: sweep_cuda(a, b, "global", 1),
+                       lambda a, b: sweep_cuda(a, b, "constant", 1),
+                       lambda a, b: sweep_cuda(a, b, "constant", 2)):
                 u, v = U.copy(), V.copy()
                 su, sv = [None if s is None else s.copy().reshape(-1, N) for s in S]
                 data = SweepData(u, v, w, U, Xb, chi, 0.3, 0.2, Xn, Xe, stats, block, su, sv)
@@ -186,45 +200,6 @@ def test_cuda_sweep_matches_array_twin(phi, mode):
                     x, y = cp.asnumpy(x).astype(np.float64), cp.asnumpy(y).astype(np.float64)
                     assert x.shape == y.shape and np.allclose(y, x, rtol=tol, atol=tol), \
                         (dtype, B, stats, float(np.max(np.abs(x - y))))
-
-
-@pytest.mark.parametrize("k, N, m, r", [(5, 3000, 12, 4), (70, 10_007, 12, 4),
-                                        (300, 2_000_000, 12, 4), (40, 50_000, 8, 0),
-                                        (33, 40_000, 20, 16), (1, 8, 4, 4)])
-def test_fused_mean_and_cross_matches_the_two_read_pass(k, N, m, r):
-    """passes_cuda.py's one-read pass (row splits where the columns alone leave the device
-    short of blocks) against the array pass that reads the hats twice."""
-    from tp_limits.limit.montecarlo.passes import ArrayPasses
-    from tp_limits.limit.montecarlo.passes_cuda import CudaPasses
-    cp = get_backend("cupy").xp
-    g = cp.random.default_rng(k)
-    R, C, Z = g.standard_normal((k, N)), g.standard_normal((k, m)), g.standard_normal((m, N))
-    a, f = Z.copy(), Z.copy()
-    ca = ArrayPasses(cp).mean_and_cross(C, R, a, r)
-    cf = CudaPasses(cp).mean_and_cross(C, R, f, r, R @ R.T / N)
-    assert float(cp.abs(a - f).max()) < 1e-12 * float(cp.abs(a).max())
-    if r:
-        assert float(cp.abs(ca - cf).max()) < 1e-12 * float(cp.abs(ca).max())
-    else:
-        assert ca is None and cf is None
-
-
-@pytest.mark.parametrize("k, m", [(1, 1), (37, 4), (700, 12)])
-def test_direct_trsm_matches_the_library_solve(k, m):
-    """gram.py's trsm on a leading block of a larger array against the library's solve."""
-    from cupyx.scipy.linalg import solve_triangular
-
-    from tp_limits.limit.montecarlo.gram import direct_triangular_solver
-    cp = get_backend("cupy").xp
-    g = cp.random.default_rng(k)
-    A = g.standard_normal((k + 9, k + 9))
-    L = cp.linalg.cholesky(A @ A.T / k + cp.eye(k + 9))[:k, :k]
-    x = g.standard_normal((k, m))[:, ::-1]             # a strided right-hand side too
-    solve = direct_triangular_solver()
-    for trans in ("N", "T"):
-        want = solve_triangular(L, x, lower=True, trans=trans)
-        got = solve(L, x, lower=True, trans=trans)
-        assert float(cp.abs(got - want).max()) < 1e-11 * float(cp.abs(want).max())
 
 
 @pytest.mark.parametrize("ns_steps", [5, None])
@@ -243,29 +218,3 @@ def test_muon_core_on_the_device_matches_the_host(ns_steps):
                        0.01, cp)
     assert np.abs(om_h).max() > 1e-3
     assert np.allclose(cp.asnumpy(om_d), om_h, rtol=1e-10, atol=1e-12)
-
-
-@pytest.mark.parametrize("case", ["deep L=3 stein", "muon L=2 newton-schulz",
-                                  "muon L=2 polar decay", "residual muon", "biases deep"])
-def test_staged_device_pieces_match_the_cpu_engine(case, monkeypatch):
-    """The deep engine with the staged device pieces (the one-read pass, the direct solves,
-    Muon's core on the device) against the NumPy engine, as the engine comparison above:
-    they become the device's defaults once this has passed on a GPU."""
-    import tp_limits.limit.montecarlo.montecarlo as mc
-    import tp_limits.limit.montecarlo.passes as passes
-    from tp_limits.limit.montecarlo.gram import direct_triangular_solver
-    from tp_limits.limit.montecarlo.msign import MsignDeepRun
-    from tp_limits.limit.montecarlo.passes_cuda import CudaPasses
-    if case.startswith("deep"):
-        net, r = _problem(3)
-    else:
-        net, r, _ = _newer_engine(case)
-    opts = dict(particles=20_000, replicates=2, seed=5, random="host")
-    cpu = tp.simulate_limit(net, r, **opts)
-    monkeypatch.setattr(mc, "passes_for", lambda backend: CudaPasses(backend.xp))
-    monkeypatch.setattr(passes, "triangular_solver", lambda xp: direct_triangular_solver())
-    monkeypatch.setattr(MsignDeepRun, "core_on_device", True)
-    gpu = tp.simulate_limit(net, r, backend="cupy", **opts)
-    assert np.allclose(gpu.f_eval, cpu.f_eval, rtol=1e-10, atol=1e-10), \
-        float(np.max(np.abs(gpu.f_eval - cpu.f_eval)))
-    assert np.abs(cpu.f_eval[-1] - cpu.f_eval[0]).max() > 1e-3

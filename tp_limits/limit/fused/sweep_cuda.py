@@ -242,13 +242,25 @@ def fits(d: int) -> bool:
     return d <= MAX_D
 
 
-def sweep_cuda(args, b, inputs: str = "global", min_blocks: int = 1):
+def launch_choice(d: int, nb: int) -> tuple[str, int]:
+    """The kernel variant for inputs of dimension ``d`` and ``nb`` batch rows, as measured
+    on two H200 leases at N = 10⁷ (docs/performance.md, "On a GPU"): where d · B ≥ 256
+    the step's inputs come from constant memory and the compiler is asked for registers
+    that let two blocks share a multiprocessor (d = 16, B = 16: 63 % of the roofline
+    against 40 % through pointers, where one block's loads go unhidden); elsewhere
+    pointers with one block were the fastest or within 2 % of it (56–80 %)."""
+    if d * nb >= 256:
+        return "constant", 2
+    return "global", 1
+
+
+def sweep_cuda(args, b, inputs: str = "auto", min_blocks: int | None = None):
     """The twin's contract (sweep_numpy.py) on CuPy arrays: update the particles (and the
     optimizer's state) in place, return the (nb, K) device array of per-block sums.
     Equal weights only (a weight array of length 1), as Monte Carlo particles have.
-    ``inputs``: "global" pointers (the default) or "constant" memory for the step's
-    inputs ("auto": constant memory where they fit; staged until the device check has
-    measured both); ``min_blocks``: see :func:`cuda_source`."""
+    ``inputs``: "global" pointers, "constant" memory for the step's inputs, or "auto"
+    (the default: :func:`launch_choice`, constant memory only where the inputs fit);
+    ``min_blocks``: see :func:`cuda_source` (None: :func:`launch_choice`'s)."""
     cp, a = b.xp, args.data
     U, V, Xb, Xn, Xe = a.U, a.V, a.Xb, a.Xn, a.Xe
     d, N = U.shape
@@ -257,8 +269,11 @@ def sweep_cuda(args, b, inputs: str = "global", min_blocks: int = 1):
     stats = bool(a.stats and len(Xe))
     storage = "double" if U.dtype == np.float64 else "float"
     plain = rule_of_code(len(args.rule) - 1).plain
-    constant = (constant_inputs(d, do, len(Xb), len(Xn), len(Xe)) if inputs == "auto"
-                else inputs == "constant")
+    if inputs == "auto":
+        inputs, chosen_blocks = launch_choice(d, len(Xb))
+        min_blocks = chosen_blocks if min_blocks is None else min_blocks
+    min_blocks = 1 if min_blocks is None else min_blocks
+    constant = inputs == "constant" and constant_inputs(d, do, len(Xb), len(Xn), len(Xe))
     module = _module(len(args.phi) - 1, len(args.rule) - 1, storage, d, do, len(Xb), len(Xn),
                      len(Xe), stats, constant, min_blocks)
     kern = module.get_function("sweep")

@@ -14,7 +14,7 @@ from ..base import FeatureLearningEngine
 from ..replicates import run_replicates
 from ..result import LimitResult
 from . import history_kernels
-from .montecarlo import DeepRun, RunSpec, qmc_dims
+from .montecarlo import GROUPS, DeepRun, RunSpec, qmc_dims
 from .msign import MsignDeepRun
 from .partners import bytes_per_particle as partner_bytes
 from .partners import run_partners
@@ -101,6 +101,10 @@ class MonteCarloEngine(FeatureLearningEngine):
             raise SpecError(f"zdot='tangent' follows plain SGD only; with {problem.optimizer} "
                             "use zdot='stein' (the default)")
         self.sampler, self.particles = options.sampler_used, options.particle_count
+        if self.particles < GROUPS:
+            raise SpecError(f"particles = {options.particles!r}: the deep Monte Carlo engine "
+                            f"needs at least {GROUPS} (its batch-means standard error splits "
+                            f"the particles into {GROUPS} groups); thousands are typical")
         partners, debias = self._partners(problem, options)
         self.spec = RunSpec(problem, self.const, self.particles,
                             zdot, options.dtype, options.eval_steps(problem.T),

@@ -107,8 +107,7 @@ class Family:
         cross = xp.zeros((k, store_rows)) if store_rows else None
         if k:
             # one pass: the conditional mean, and the cross products for the store
-            cross = self.passes.mean_and_cross(beta, self.hat[:k], hats, store_rows,
-                                               self.Ch[:k, :k])
+            cross = self.passes.mean_and_cross(beta, self.hat[:k], hats, store_rows)
         elif dt != np.float64:
             hats = hats.astype(dt).astype(np.float64)
         return hats, (kappa, K0, cross)

@@ -39,43 +39,6 @@ def _cupy_triangular():
     return solve_triangular
 
 
-def direct_triangular_solver():
-    """a⁻¹ b (or a⁻ᵀ b) for a lower-triangular a given as a row-major view (a leading block
-    of the factor's capacity × capacity array), by one cuBLAS trsm on that view.
-
-    The library's own solve wants a column-major a and copies the k × k block into that
-    order at every call: at k in the thousands that copy, not the solve, is the cost of a
-    step's Gram work.  A row-major block with row stride lda is the column-major matrix aᵀ
-    (upper triangular) with leading dimension lda, and the right-hand sides, kept
-    row-major (k, m), are the column-major (m, k) matrix bᵀ; so a y = b is yᵀ aᵀ = bᵀ, a
-    right-side solve with aᵀ, and aᵀ y = b is yᵀ a = bᵀ, the same with aᵀ transposed.
-
-    Staged: the device check (benchmarks/gpu_check.sh) compares it with the library's
-    solve; until that has run on a GPU, runs use the library's."""
-    import cupy as cp
-    from cupy.cuda import cublas, device
-
-    one = np.array(1.0)
-
-    def solve(a, b, lower=False, trans="N"):
-        if not lower:
-            raise ValueError("the Gram factors are lower triangular")
-        x = cp.array(b, dtype=cp.float64, order="C", copy=True)
-        k = a.shape[0]
-        if k == 0 or x.size == 0:
-            return x
-        if a.dtype != np.float64 or a.strides[1] != a.itemsize:
-            a = cp.ascontiguousarray(a, dtype=cp.float64)
-        m = 1 if x.ndim == 1 else x.shape[1]
-        op = cublas.CUBLAS_OP_N if trans in ("N", 0) else cublas.CUBLAS_OP_T
-        cublas.dtrsm(device.get_cublas_handle(), cublas.CUBLAS_SIDE_RIGHT,
-                     cublas.CUBLAS_FILL_MODE_UPPER, op, cublas.CUBLAS_DIAG_NON_UNIT, m, k,
-                     one.ctypes.data, a.data.ptr, a.strides[0] // a.itemsize, x.data.ptr, m)
-        return x
-
-    return solve
-
-
 def triangular_solver(xp):
     """The triangular solve (a, b, lower, trans) -> a⁻¹ b for arrays of ``xp`` (chosen once)."""
     return _scipy_triangular() if xp is np else _cupy_triangular()

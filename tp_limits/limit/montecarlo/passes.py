@@ -7,9 +7,7 @@ written once before the run, see engine/aligned.py):
     rows_times(R, V)             = R Vᵀ                      (k, m)
     times_rows(C, R, out)        = Cᵀ R                      (m, N), added into ``out``
                                                              in place when given
-    mean_and_cross(C, R, Z, r, G): Z <- round(Z + Cᵀ R) in place; R Z[:r]ᵀ (k, r) if r > 0
-                                   (G = R Rᵀ/N, the family's hat Gram, for a pass that
-                                   uses it to read R once)
+    mean_and_cross(C, R, Z, r)   : Z <- round(Z + Cᵀ R) in place; R Z[:r]ᵀ (k, r) if r > 0
 
 ``round`` is the storage rounding (the hats that will be stored are the ones
 the particles use); ``r`` is the number of new rows that will be stored
@@ -24,10 +22,15 @@ per run from the backend:
   for float64 rows; float32 rows are cast to float64 in large column chunks
   (correct, but the cast costs traffic: float64 storage is the fast path on a
   GPU, where memory is seldom what limits N);
-* (staged, not yet chosen by any run) :class:`~.passes_cuda.CudaPasses`: the array
-  passes with the conditional mean and its cross products fused into one read of the
-  hats, for CuPy; it becomes the device's passes once the device check has run it
-  (passes_cuda.py).
+
+The cross products are taken from the new hats as they are stored, never from the
+identity R (Z + Cᵀ R)ᵀ = R Zᵀ + N · Ch C with the family's hat Gram Ch = R Rᵀ/N, which
+would let one read of R serve both halves: the identity is exact, but where the history is
+nearly collinear the coefficients C are large and cancel, so N · Ch C carries an error
+far above the cross products' size; the stored Gram then stops being a Gram matrix and
+its factorization fails (a deep run of T = 200 diverged at step 73–84 on a GPU), while
+cross products of the stored rows keep it positive semidefinite by construction.
+(That one-read kernel was also no faster there: docs/performance.md, "On a GPU".)
 """
 from __future__ import annotations
 
@@ -58,7 +61,7 @@ class HostPasses:
     solve_triangular = staticmethod(triangular_solver(np))
 
     @staticmethod
-    def mean_and_cross(C, R, Z, rows: int, hat_gram=None):
+    def mean_and_cross(C, R, Z, rows: int):
         return history_kernels.mean_and_cross(C, R, Z, rows)
 
 
@@ -89,7 +92,7 @@ class ArrayPasses:
             out[:, c] += C.T @ Rc
         return out
 
-    def mean_and_cross(self, C, R, Z, rows: int, hat_gram=None):
+    def mean_and_cross(self, C, R, Z, rows: int):
         cross = self.xp.zeros((len(R), rows)) if rows else None
         for c, Rc in self._cast(R):
             Zc = Z[:, c] + C.T @ Rc
