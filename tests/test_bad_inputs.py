@@ -405,6 +405,40 @@ case("experiment-digits-eleven-classes",
      lambda: build(with_("data", generator="digits", d_out=11)))
 
 
+# ---- the cases of a later sweep: sets, strings and scalars where a list is meant, complex
+# data, seeds and paths of the wrong kind, overflowing depth factors ----------------------
+R1 = d1()
+L3 = [0.1, 0.2, 0.4]
+for name, fn in {
+        "adam-betas-a-set": lambda: tp.Adam(betas={0.999, 0.9}),
+        "adam-betas-a-string": lambda: tp.Adam(betas="0.9"),
+        "routine-complex-X": lambda: tp.Routine(lr=0.1, X=np.eye(2) * 1j, Y=np.ones((2, 1))),
+        "routine-complex-Y": lambda: tp.Routine(lr=0.1, X=np.eye(2), Y=np.ones((2, 1)) + 1j),
+        "lr_sweep-limit-a-string": lambda: tp.lr_sweep(MUP1, R1, L3, widths=[32], seeds=1,
+                                                       limit="no"),
+        "lr_sweep-widths-a-number": lambda: tp.lr_sweep(MUP1, R1, L3, widths=64, seeds=1),
+        "lr_sweep-widths-a-string": lambda: tp.lr_sweep(MUP1, R1, L3, widths="64", seeds=1),
+        "lr_sweep-widths-a-set": lambda: tp.lr_sweep(MUP1, R1, L3, widths={32, 64}, seeds=1),
+        "lr_sweep-lrs-a-string": lambda: tp.lr_sweep(MUP1, R1, "0.1", widths=[32], seeds=1),
+        "lr_sweep-seeds-a-set": lambda: tp.lr_sweep(MUP1, R1, L3, widths=[32], seeds={1, 2}),
+        "digits-negative-seed": lambda: tp.datasets.digits(seed=-1),
+        "digits-text-seed": lambda: tp.datasets.digits(seed="0"),
+        "trajectory-load-none": lambda: tp.Trajectory.load(None),
+        "trajectory-load-a-number": lambda: tp.Trajectory.load(3),
+        "simulate_limit-deep-16-particles": lambda: tp.simulate_limit(MUP2, R1, particles=16),
+        "residual-alpha-overflows": lambda: tp.MLP(tp.mup(3), 2, 1,
+                                                   residual=tp.Residual(alpha=-2000)),
+        "residual-gamma-underflows": lambda: tp.MLP(tp.mup(3), 2, 1,
+                                                    residual=tp.Residual(gamma=5000)),
+        "residual-alpha-a-string": lambda: tp.Residual(alpha="0.5"),
+        "warmup_cosine-final-a-string": lambda: tp.schedules.warmup_cosine(0.4, 10,
+                                                                           final="0.5"),
+        "step_decay-factor-a-string": lambda: tp.schedules.step_decay(0.4, 10, 2, factor="0.5"),
+        "bias-sigma-a-set": lambda: tp.MLP(tp.mup(2), 2, 1, sigma={1.0, 2.0, 3.0}),
+}.items():
+    case(name, fn)
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_bad_input_gets_a_library_error_before_any_work(name):
     with pytest.raises(tp.TPError):
@@ -415,6 +449,31 @@ def test_bad_input_gets_a_library_error_before_any_work(name):
 def test_bad_trajectory_files_are_library_errors(name, tmp_path_factory):
     with pytest.raises(tp.TPError):
         load_bad(tmp_path_factory, LOADS[name])
+
+
+def test_trajectory_load_refuses_a_fifo_a_folder_and_a_single_array(tmp_path):
+    """A FIFO would block the read forever, a folder and an .npy are not Trajectories: each
+    is refused by name (the FIFO in a daemon thread, so a regression cannot hang the suite)."""
+    import os
+    import threading
+    fifo, npy = tmp_path / "pipe.npz", tmp_path / "one.npy"
+    os.mkfifo(fifo)
+    np.save(npy, np.ones(3))
+    for path, match in ((fifo, "not a regular file"), (tmp_path, "not a regular file"),
+                        (npy, r"one array \(.npy\)")):
+        errors = []
+
+        def load(path=path):
+            try:
+                tp.Trajectory.load(path)
+            except Exception as exc:         # noqa: BLE001 -- checked below
+                errors.append(exc)
+        worker = threading.Thread(target=load, daemon=True)
+        worker.start()
+        worker.join(20)
+        assert not worker.is_alive(), f"Trajectory.load({path}) blocked"
+        assert len(errors) == 1 and isinstance(errors[0], tp.TPError), errors
+        assert __import__("re").search(match, str(errors[0])), str(errors[0])
 
 
 def test_save_into_a_missing_folder_is_a_library_error(tmp_path):
@@ -524,6 +583,17 @@ def test_the_sweep_is_large():
     ("simulate_limit-kernel-memory", "kernels of 200,003 distinct inputs"),
     ("routine-targets-overflow-mse", "rescale the targets"),
     ("experiment-digits-eleven-classes", r"data\.d_out = 11 is the number of digit classes"),
+    ("adam-betas-a-set", r"betas = \{.*got a set, whose order is not yours"),
+    ("routine-complex-X", "X is complex"),
+    ("lr_sweep-limit-a-string", "limit = 'no' must be True or False"),
+    ("lr_sweep-widths-a-number", "widths = 64 must be a list"),
+    ("digits-negative-seed", "seed = -1 must be an int >= 0"),
+    ("trajectory-load-none", "path = None must be a path"),
+    ("simulate_limit-deep-16-particles", "particles = 16: the deep Monte Carlo engine needs "
+                                         "at least 32"),
+    ("residual-alpha-overflows", r"alpha = -2000.0 with K = 2 blocks .* infinite"),
+    ("warmup_cosine-final-a-string", r"final \(a fraction of the peak\) = '0.5' must be a "
+                                     "number"),
     ("simulate_limit-deep-beyond-time-budget", r"estimated at \d+ min on two cores \(its cost "
                                                r"grows like T²: T = 4000 steps"),
 ])

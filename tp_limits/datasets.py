@@ -18,6 +18,7 @@ import numpy as np
 
 from .errors import BackendUnavailableError, SpecError
 from .spec import Routine
+from .engine.options import check_seed
 from .spec.checks import check_int
 
 
@@ -81,6 +82,7 @@ def digits(classes: int = 10, test_fraction: float = 0.2, n_train: int | None = 
             "tp.datasets.digits needs scikit-learn, which ships the data: "
             "pip install -e \".[data]\" (or pip install scikit-learn)") from None
     classes = check_int(classes, "classes", 2, 10)
+    seed = check_seed(seed)
     if not (isinstance(test_fraction, (int, float)) and 0 < test_fraction < 1):
         raise SpecError(f"test_fraction = {test_fraction!r} must lie strictly between 0 and 1")
     raw = load_digits()

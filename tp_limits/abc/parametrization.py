@@ -17,6 +17,7 @@ layer has no import circle.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
@@ -123,8 +124,9 @@ class ABC:
             raise InvalidParametrizationError(
                 f"{self.label} has no hidden matrix to repeat (L = 1): build it at the "
                 "depth you need")
-        if not isinstance(L, int) or isinstance(L, bool) or not 2 <= L <= MAX_L:
+        if not isinstance(L, numbers.Integral) or isinstance(L, bool) or not 2 <= L <= MAX_L:
             raise InvalidParametrizationError(f"L = {L!r} must be an integer in 2..{MAX_L}")
+        L = int(L)
         rows = []
         for name, e in (("a", self.a), ("b", self.b), ("c", self.c)):
             if any(x != e[1] for x in e[1:-1]):

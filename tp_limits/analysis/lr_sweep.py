@@ -40,7 +40,7 @@ from ..errors import SpecError, TPError, UnstableParametrizationError, Unsupport
 from ..finite.train import prepare_finite, train_finite
 from ..limit import prepare_limit, simulate_limit
 from ..spec import MLP, Problem, Routine
-from ..spec.checks import check_int, finite_positive
+from ..spec.checks import check_bool, check_int, check_sequence, finite_positive
 from .optimum import (
     best_optimum,
     candidates,
@@ -484,19 +484,20 @@ def check_sweep(net: MLP, routine: Routine, lrs, widths=(), seeds=8, limit: bool
     """Every check :func:`lr_sweep` makes before any work; returns the cleaned
     (lrs, widths, seeds, (metric name, goal, metric), executor)."""
     Problem(net, routine)                            # the network fits the data
-    if isinstance(lrs, (str, bytes)) or not hasattr(lrs, "__iter__"):
-        raise SpecError(f"lrs = {lrs!r} must be a list of learning rates")
-    lrs = tuple(sorted(finite_positive(lr, "lr") for lr in lrs))
+    lrs = tuple(sorted(finite_positive(lr, "lr")
+                       for lr in check_sequence(lrs, "lrs", "a list of learning rates",
+                                                     unordered=True)))
     if len(lrs) < 3 or len(set(lrs)) != len(lrs):
         raise SpecError(f"lrs needs at least three distinct learning rates, got {lrs}")
     if len(lrs) > MAX_LRS:
         raise SpecError(f"lrs has {len(lrs)} learning rates; at most {MAX_LRS} (a grid of "
                         "2^(1/8) steps spans 2^125 with that many): sweep a coarse grid, then "
                         "a finer one around its optimum")
-    widths = tuple(widths)
+    widths = tuple(check_sequence(widths, "widths", "a list of widths (may be empty)"))
     widths = check_widths(widths, "lr_sweep") if len(widths) >= 2 else tuple(
         check_int(w, "width", 1, MAX_WIDTH) for w in widths)
     seeds = check_seeds(seeds)
+    limit = check_bool(limit, "limit")
     if not widths and not limit:
         raise SpecError("nothing to sweep: give widths, or limit=True")
     spec = _metric_spec(metric, routine)

@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import SpecError
-from ..spec.checks import check_bool, check_choice, check_int, finite_positive
+from ..spec.checks import check_bool, check_choice, check_int, check_sequence, finite_positive
 
 DTYPES = ("float64", "float32")
 ON_DIVERGENCE = ("raise", "stop")
@@ -96,10 +96,8 @@ def check_seeds(seeds, name: str = "seeds", minimum: int = 1) -> tuple:
     """A seed count k (seeds 0..k-1) or an explicit list of distinct seeds."""
     if isinstance(seeds, numbers.Integral) and not isinstance(seeds, bool):
         return tuple(range(check_int(seeds, name, minimum)))
-    try:
-        out = tuple(check_seed(s, f"{name}[{i}]") for i, s in enumerate(seeds))
-    except TypeError:
-        raise SpecError(f"{name} = {seeds!r} must be a count or a list of seeds") from None
+    out = tuple(check_seed(s, f"{name}[{i}]") for i, s in
+                enumerate(check_sequence(seeds, name, "a count or a list of seeds")))
     if len(out) < minimum or len(set(out)) != len(out):
         raise SpecError(f"{name} = {seeds!r}: give at least {minimum} distinct seed(s)")
     return out
@@ -134,8 +132,7 @@ MAX_WIDTH = 10 ** 8
 
 def check_widths(widths, who: str) -> tuple:
     """At least two distinct positive int widths, sorted."""
-    if isinstance(widths, (str, bytes)) or not hasattr(widths, "__iter__"):
-        raise SpecError(f"widths = {widths!r}: {who} needs a list of at least two widths")
+    widths = check_sequence(widths, "widths", f"a list of at least two widths for {who}")
     out = tuple(sorted(check_int(w, "width", 1, MAX_WIDTH) for w in widths))
     if len(out) < 2 or len(set(out)) != len(out):
         raise SpecError(f"{who} needs at least two distinct widths, got {out}")

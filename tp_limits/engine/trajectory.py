@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import TPError
+from ..spec.checks import check_path
 from .status import Divergence, RunStatus
 
 
@@ -157,8 +158,16 @@ class Trajectory:
     @classmethod
     def load(cls, path) -> "Trajectory":
         """Read a Trajectory written by :meth:`save`; anything else is a TPError."""
+        path = check_path(path, "path")
+        if os.path.exists(path) and not os.path.isfile(path):
+            # a folder, a FIFO (which would block the read forever) or a device
+            raise TPError(f"{path!r} is not a regular file; a Trajectory is an .npz file")
         try:
-            with np.load(os.fspath(path), allow_pickle=False) as z:
+            z = np.load(path, allow_pickle=False)
+            if not isinstance(z, np.lib.npyio.NpzFile):
+                raise TPError(f"{path!r} holds one array (.npy), not a Trajectory (an .npz "
+                              "written by Trajectory.save)")
+            with z:
                 data = {k: z[k] for k in z.files}
         except FileNotFoundError:
             raise TPError(f"no Trajectory file at {path!r}") from None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 
 import numpy as np
 
@@ -72,12 +73,43 @@ def finite_non_negative(value, name: str) -> float:
 
 
 def _number(value, name: str) -> float:
-    if isinstance(value, (bool, np.bool_)) or isinstance(value, str):
+    if isinstance(value, (bool, np.bool_, str, bytes, complex, np.complexfloating)):
         raise SpecError(f"{name} = {value!r} must be a number")
     try:
         return float(value)
     except (TypeError, ValueError):
         raise SpecError(f"{name} = {value!r} must be a number") from None
+
+
+def check_sequence(values, name: str, what: str = "a list", unordered: bool = False) -> list:
+    """``values`` as a list, from an ordered collection (a list, tuple, range or 1-D
+    array).  A string (iterated character by character), a set (in hash order; accepted
+    with ``unordered`` where the caller sorts) or a dict (its keys) is refused, as is a
+    scalar: each would be read as something the user did not write."""
+    if unordered and isinstance(values, (set, frozenset)):
+        return list(values)
+    if (isinstance(values, (str, bytes, set, frozenset, dict)) or not hasattr(values, "__iter__")
+            or (isinstance(values, np.ndarray) and values.ndim != 1)):
+        kind = ("a set, whose order is not yours" if isinstance(values, (set, frozenset))
+                else "a string" if isinstance(values, (str, bytes)) else type(values).__name__)
+        raise SpecError(f"{name} = {values!r} must be {what}, in order (a list or tuple); "
+                        f"got {kind}")
+    return list(values)
+
+
+def check_path(path, name: str) -> str:
+    """A file-system path (a str or os.PathLike) as a str."""
+    if isinstance(path, (str, os.PathLike)) and not isinstance(path, bytes):
+        return os.fspath(path)
+    raise SpecError(f"{name} = {path!r} must be a path (a str or pathlib.Path)")
+
+
+def fraction(value, name: str, low: float = 0.0, high: float = 1.0) -> float:
+    """A number in [low, high]."""
+    x = _number(value, name)
+    if not low <= x <= high:
+        raise SpecError(f"{name} = {value!r} must be in [{low:g}, {high:g}]")
+    return x
 
 
 def per_layer(values, name: str, L1: int, check=None, each: str = "layer 1..L+1") -> tuple:
@@ -88,11 +120,7 @@ def per_layer(values, name: str, L1: int, check=None, each: str = "layer 1..L+1"
         return (1.0,) * L1
     if isinstance(values, numbers.Real) and not isinstance(values, bool):
         return (check(values, name),) * L1
-    try:
-        vals = list(values)
-    except TypeError:
-        raise SpecError(f"{name} = {values!r} must be a number or one number per "
-                        f"{each.split()[0]}") from None
+    vals = check_sequence(values, name, f"a number or one number per {each.split()[0]}")
     if len(vals) != L1:
         raise SpecError(f"{name} has {len(vals)} entries; give one per {each} ({L1})")
     return tuple(check(v, f"{name}[{i}]") for i, v in enumerate(vals))
@@ -113,6 +141,12 @@ def repeat_hidden(values: tuple, L: int, tail: int, what: str) -> tuple:
 
 def as_matrix(a, name: str, dtype=np.float64) -> np.ndarray:
     """A read-only, finite, 2-D float array (rows = examples)."""
+    try:
+        complex_ = np.iscomplexobj(a)
+    except (TypeError, ValueError):
+        complex_ = False
+    if complex_:
+        raise SpecError(f"{name} is complex; give real numbers")
     try:
         arr = np.array(a, dtype=dtype)
     except (TypeError, ValueError) as exc:

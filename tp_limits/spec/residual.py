@@ -75,6 +75,16 @@ class Residual:
             raise SpecError(f"residual blocks of {b} layer{'s' if b > 1 else ''} wrap the hidden "
                             f"matrices W^2..W^L in groups of {b}: they need L = 1 + K·{b} "
                             f"hidden layers with K >= 1 blocks, got L = {L}")
+        K = self.blocks(L)
+        for name, power in (("alpha", self.alpha), ("gamma", self.gamma)):
+            try:
+                value = float(K) ** -power
+            except OverflowError:
+                value = math.inf
+            if not 0.0 < value < math.inf:
+                raise SpecError(f"{name} = {power!r} with K = {K} blocks gives the factor "
+                                f"K^(−{name}) = {K}^{-power:g}, which is "
+                                f"{'0' if value == 0 else 'infinite'} in float64")
 
     def blocks(self, L: int) -> int:
         """K = (L − 1)/block_depth blocks."""

@@ -26,7 +26,7 @@ import numbers
 import numpy as np
 
 from ..errors import SpecError
-from .checks import check_int, finite_positive
+from .checks import check_int, finite_positive, fraction
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -55,9 +55,7 @@ def warmup_cosine(peak: float, steps: int, warmup: int = 0, final: float = 0.0) 
     falling to ``final`` × peak at t = T (so the last step's rate is just above it)."""
     peak = finite_positive(peak, "peak")
     steps, warmup = _check_warmup(steps, warmup)
-    final = float(final)
-    if not 0.0 <= final <= 1.0:
-        raise SpecError(f"final = {final!r} must be a fraction of the peak in [0, 1]")
+    final = fraction(final, "final (a fraction of the peak)")
     s = _warmup(steps, warmup)
     t = np.arange(warmup, steps, dtype=np.float64)
     s[warmup:] = final + (1.0 - final) * 0.5 * (1.0 + np.cos(math.pi * (t - warmup)
@@ -71,9 +69,9 @@ def step_decay(peak: float, steps: int, every: int, factor: float = 0.1,
     peak = finite_positive(peak, "peak")
     steps, warmup = _check_warmup(steps, warmup)
     every = check_int(every, "every")
-    factor = float(factor)
-    if not 0.0 < factor <= 1.0:
-        raise SpecError(f"factor = {factor!r} must be in (0, 1]")
+    factor = fraction(factor, "factor")
+    if factor == 0.0:
+        raise SpecError("factor = 0 must be in (0, 1]: the rate would drop to 0 at once")
     s = _warmup(steps, warmup)
     t = np.arange(warmup, steps)
     s[warmup:] = factor ** ((t - warmup) // every)

@@ -25,7 +25,7 @@ import numpy as np
 
 from ...elementwise import where
 from ...errors import SpecError
-from ..checks import finite_non_negative, unit_interval
+from ..checks import check_sequence, finite_non_negative, unit_interval
 from .base import Optimizer, coordinate_rule, decay_field, hyperparameter
 
 
@@ -51,9 +51,10 @@ ADAM = coordinate_rule("adam", ("m", "v"), AdamHyper, _adam)
 
 
 def _betas(value, name):
+    values = check_sequence(value, name, "two numbers in [0, 1)")
     try:
-        b1, b2 = value
-    except (TypeError, ValueError):
+        b1, b2 = values
+    except ValueError:
         raise SpecError(f"{name} = {value!r} must be two numbers in [0, 1), e.g. (0.9, 0.999)"
                         ) from None
     return unit_interval(b1, f"{name}[0] (β₁)"), unit_interval(b2, f"{name}[1] (β₂)")
