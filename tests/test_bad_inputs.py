@@ -409,6 +409,7 @@ case("experiment-digits-eleven-classes",
 # data, seeds and paths of the wrong kind, overflowing depth factors ----------------------
 R1 = d1()
 L3 = [0.1, 0.2, 0.4]
+RES3 = tp.MLP(tp.mup(3), 2, 1, residual=tp.Residual.depth_mup("sgd"))
 for name, fn in {
         "adam-betas-a-set": lambda: tp.Adam(betas={0.999, 0.9}),
         "adam-betas-a-string": lambda: tp.Adam(betas="0.9"),
@@ -435,6 +436,19 @@ for name, fn in {
                                                                            final="0.5"),
         "step_decay-factor-a-string": lambda: tp.schedules.step_decay(0.4, 10, 2, factor="0.5"),
         "bias-sigma-a-set": lambda: tp.MLP(tp.mup(2), 2, 1, sigma={1.0, 2.0, 3.0}),
+        "depth_check-fitted-beyond-the-depths": lambda: tp.depth_check(RES3, R1, [1, 2],
+                                                                       fitted=3),
+        "depth_check-record": lambda: tp.depth_check(RES3, R1, [1, 2], record=("stats",)),
+        "depth_check-progress-a-string": lambda: tp.depth_check(RES3, R1, [1, 2],
+                                                                progress="yes"),
+        "depth_check-unknown-training-option": lambda: tp.depth_check(RES3, R1, [1, 2],
+                                                                      momentum=0.9),
+        "depth_check-depths-a-string": lambda: tp.depth_check(RES3, R1, "12"),
+        "depth_sweep-record": lambda: tp.depth_sweep(RES3, R1, L3, [1, 2], widths=[32],
+                                                     record=("stats",)),
+        "depth_sweep-deepest-memory": lambda: tp.depth_sweep(RES3, R1, L3, [1, 2, 400],
+                                                             widths=[32, 64],
+                                                             particles=2 ** 20),
 }.items():
     case(name, fn)
 
@@ -591,6 +605,10 @@ def test_the_sweep_is_large():
     ("trajectory-load-none", "path = None must be a path"),
     ("simulate_limit-deep-16-particles", "particles = 16: the deep Monte Carlo engine needs "
                                          "at least 32"),
+    ("depth_check-fitted-beyond-the-depths", "fitted = 3 exceeds the largest supported "
+                                             "value 2"),
+    ("depth_check-record", r"depth_check sets \['record'\]"),
+    ("depth_sweep-deepest-memory", "at K = 400 blocks"),
     ("residual-alpha-overflows", r"alpha = -2000.0 with K = 2 blocks .* infinite"),
     ("warmup_cosine-final-a-string", r"final \(a fraction of the peak\) = '0.5' must be a "
                                      "number"),

@@ -271,6 +271,45 @@ def test_depth_sweep_refuses_what_it_cannot_sweep():
         tp.depth_sweep(net, r, [0.1, 1, 10], [2, 2])
     with pytest.raises(tp.SpecError, match="depths"):
         tp.depth_sweep(net, r, [0.1, 1, 10], [1, 0])
+    with pytest.raises(tp.SpecError, match="depths = '12' must be a list"):
+        tp.depth_sweep(net, r, [0.1, 1, 10], "12")
+    # every depth's sweep is checked before the first runs: the deepest one's memory, and
+    # the arguments lr_sweep refuses
+    ran = []
+    import tp_limits.analysis.depth_sweep as ds_module
+    real = ds_module.lr_sweep
+    try:
+        ds_module.lr_sweep = lambda *a, **k: ran.append(1)
+        with pytest.raises(tp.MemoryBudgetError, match="at K = 400 blocks"):
+            tp.depth_sweep(net, r, [0.1, 1, 10], [1, 2, 400], widths=[32, 64],
+                           particles=2 ** 20)
+        with pytest.raises(tp.SpecError, match="at K = 1 blocks: lr_sweep sets"):
+            tp.depth_sweep(net, r, [0.1, 1, 10], [1, 2], widths=[32], record=("stats",))
+    finally:
+        ds_module.lr_sweep = real
+    assert not ran
+    with pytest.raises(tp.SpecError, match=r"slope\(999\): this study has no optimum"):
+        tp.DepthSweep("x", (), {}).slope(999)
+
+
+@pytest.mark.filterwarnings("ignore:lr_sweep")
+def test_an_interrupted_depth_sweep_says_so_and_what_it_skipped(monkeypatch):
+    """Ctrl-C in the second depth's sweep: the study keeps the depths that ran, flags
+    ``interrupted``, names the depths never started and warns."""
+    import tp_limits.analysis.depth_sweep as ds_module
+    real = ds_module.lr_sweep
+
+    def sweep(net, routine, lrs, **kw):
+        out = real(net, routine, lrs, **kw)
+        if net.L > 2:                              # K = 2: as if Ctrl-C stopped it
+            object.__setattr__(out, "interrupted", True)
+        return out
+    monkeypatch.setattr(ds_module, "lr_sweep", sweep)
+    net = tp.MLP(tp.mup(2), 3, 1, phi="id", residual=tp.Residual(1.0, 0.0))
+    with pytest.warns(RuntimeWarning, match=r"interrupted at K = 2.*not started: \(4,\)"):
+        ds = tp.depth_sweep(net, _depth_task(), [0.5, 1.0, 2.0], [1, 2, 4], refine=0,
+                            progress=False)
+    assert ds.interrupted and ds.depths == (1, 2) and ds.skipped == (4,)
 
 
 @pytest.mark.parametrize("residual, optimizer", [

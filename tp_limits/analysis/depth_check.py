@@ -26,11 +26,12 @@ import numpy as np
 
 from ..abc.table import Table
 from ..engine.executors import Interrupted, completed, run_tasks
-from ..engine.options import MAX_WIDTH, check_executor, check_seeds
+from ..engine.options import (MAX_WIDTH, check_executor, check_progress, check_seeds,
+                              check_train_kwargs)
 from ..errors import SpecError
 from ..finite.train import prepare_finite, train_finite
 from ..spec import MLP, Problem, Routine
-from ..spec.checks import check_int, finite_positive
+from ..spec.checks import check_int, check_sequence, finite_positive
 from .fits import width_exponent
 
 QUANTITIES = ("block update", "feature change", "output change")
@@ -128,25 +129,27 @@ class DepthCheck:
 
 
 def depth_check(net: MLP, routine: Routine, depths, width: int = 1024, seeds=4,
-                executor=None, tolerance: float = 0.15, fitted: int = 3,
+                executor=None, tolerance: float = 0.15, fitted: int | None = None,
                 progress: bool = False, **train_kwargs) -> DepthCheck:
     """Train ``net`` rebuilt with each number of blocks in ``depths`` (at least two) at
     ``width`` for each seed; fit the exponents in K of the first step's block update,
-    feature change and output change over the ``fitted`` largest depths, and compare them
+    feature change and output change over the ``fitted`` largest depths (default: the
+    three largest, or all where fewer; at most all of them), and compare them
     with the depth rule's (docs/theory.md §12.5).  ``train_kwargs`` go to
     :func:`train_finite`."""
     predicted = depth_exponents(net)
-    try:
-        depths = tuple(sorted({check_int(K, "depth") for K in depths}))
-    except TypeError:
-        raise SpecError(f"depths = {depths!r} must be a list of block counts") from None
+    depths = tuple(sorted({check_int(K, f"depths[{i}]") for i, K in enumerate(
+        check_sequence(depths, "depths", "a list of block counts", unordered=True))}))
     if len(depths) < 2:
         raise SpecError(f"depths = {depths!r}: a fit in K needs at least two depths")
     width = check_int(width, "width", 1, MAX_WIDTH)
     seeds = check_seeds(seeds)
     executor = check_executor(executor)
     tolerance = finite_positive(tolerance, "tolerance")
-    fitted = check_int(fitted, "fitted", 2)
+    fitted = (min(3, len(depths)) if fitted is None
+              else check_int(fitted, "fitted", 2, len(depths)))
+    progress = check_progress(progress)
+    check_train_kwargs(train_kwargs, "depth_check", ("seed", "record", "progress"))
     train_kwargs.update(record=("stats",), progress=False)
     nets = [net.with_blocks(K) for K in depths]
     for n in nets:

@@ -9,15 +9,16 @@ constants and depth exponents), so a rule that transfers in depth shows a flat
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..abc.table import Table
-from ..errors import SpecError
+from ..errors import SpecError, TPError
 from ..spec import MLP
-from ..spec.checks import check_int
-from .lr_sweep import LIMIT, LRSweep, lr_sweep
+from ..spec.checks import check_int, check_sequence
+from .lr_sweep import LIMIT, LRSweep, check_sweep, lr_sweep
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,10 @@ class DepthSweep:
     label: str
     depths: tuple
     sweeps: dict
+    #: Ctrl-C stopped the study: ``depths`` holds the depths whose sweep ran (the last
+    #: one partial, see its ``interrupted``); ``skipped`` the ones never started
+    interrupted: bool = False
+    skipped: tuple = ()
 
     @property
     def optimal_lr(self) -> dict:
@@ -46,6 +51,9 @@ class DepthSweep:
     def slope(self, key=LIMIT) -> float:
         """The least-squares slope of log η* against log K at ``key`` (a width or "inf"):
         0 where the optimum transfers across depth (NaN with fewer than two optima)."""
+        if key not in self.keys:
+            raise SpecError(f"slope({key!r}): this study has no optimum at {key!r}; its "
+                            f"widths are {self.keys}")
         pts = [(K, self.sweeps[K].optimal_lr[key][0]) for K in self.depths
                if key in self.sweeps[K].optimal_lr
                and np.isfinite(self.sweeps[K].optimal_lr[key][0])]
@@ -100,18 +108,32 @@ def depth_sweep(net: MLP, routine, lrs, depths, **sweep_kwargs) -> DepthSweep:
     if not isinstance(net, MLP) or net.residual is None:
         raise SpecError("depth_sweep needs a residual network: tp.MLP(..., residual="
                         "tp.Residual(...)), whose depth exponents say how the blocks scale")
-    try:
-        Ks = sorted({check_int(K, "depths[...]") for K in depths})
-    except TypeError:
-        raise SpecError(f"depths = {depths!r} must be a list of block counts") from None
+    Ks = sorted({check_int(K, f"depths[{i}]") for i, K in enumerate(
+        check_sequence(depths, "depths", "a list of block counts", unordered=True))})
     if len(Ks) < 2:
         raise SpecError(f"depths = {depths!r}: give at least two distinct block counts")
     nets = {K: net.with_blocks(K) for K in Ks}            # every depth built first
+    checks = {k: v for k, v in sweep_kwargs.items() if k != "progress"}
+    for K in Ks:              # and every sweep's arguments, memory and options checked
+        try:
+            check_sweep(nets[K], routine, lrs, **checks)
+        except TPError as exc:
+            try:
+                named = type(exc)(f"at K = {K} blocks: {exc}")
+            except TypeError:            # an error class with its own arguments
+                raise exc from None
+            raise named from None
     sweeps: dict[int, LRSweep] = {}
     for K in Ks:
         sweeps[K] = lr_sweep(nets[K], routine, lrs, **sweep_kwargs)
         if sweeps[K].interrupted:
             break
+    skipped = tuple(K for K in Ks if K not in sweeps)
+    interrupted = bool(sweeps) and sweeps[max(sweeps)].interrupted
+    if interrupted:
+        warnings.warn(f"depth_sweep interrupted at K = {max(sweeps)}: the result holds the "
+                      f"depths that ran ({tuple(sweeps)}); not started: {skipped or 'none'}",
+                      RuntimeWarning, stacklevel=2)
     r = net.residual
     label = f"α = {r.alpha:g}, γ = {r.gamma:g}, blocks of {r.block_depth}"
-    return DepthSweep(label, tuple(sweeps), sweeps)
+    return DepthSweep(label, tuple(sweeps), sweeps, interrupted, skipped)
