@@ -612,7 +612,7 @@ def test_the_sweep_is_large():
     ("residual-alpha-overflows", r"alpha = -2000.0 with K = 2 blocks .* infinite"),
     ("warmup_cosine-final-a-string", r"final \(a fraction of the peak\) = '0.5' must be a "
                                      "number"),
-    ("simulate_limit-deep-beyond-time-budget", r"estimated at \d+ min on two cores \(its cost "
+    ("simulate_limit-deep-beyond-time-budget", r"estimated at [\d.]+ (min|h) on two cores \(its cost "
                                                r"grows like T²: T = 4000 steps"),
 ])
 def test_the_error_names_what_was_wrong(name, match):

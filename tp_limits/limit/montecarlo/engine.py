@@ -56,19 +56,40 @@ def run_in_worker(spec: RunSpec, seed_seq) -> LimitResult:
     return run_once(spec, np.random.default_rng(seed_seq))
 
 
-#: seconds per unit of N (L − 1) B (B + E) T²/2 — the conditioning of each step's hats
-#: on every stored one — on the two-core machine of docs/performance.md (float32 and
-#: float64 storage); an estimate within a factor of about 2 there
-SECONDS_PER_UNIT = {4: 2.4e-10, 8: 3.8e-10}
+def cost_units(problem, particles: int, partners: int = 0) -> tuple:
+    """The terms of one replicate's cost (docs/performance.md, "Time estimates"):
 
-
-def time_estimate(problem, particles: int, dtype, replicates: int, workers: int) -> float:
-    """Seconds the deep Monte Carlo run should take: the dominant T² term of its work
-    (docs/performance.md), times the replicates run one after another."""
+    * hist = N (L − 1) B (B + E) T²/2: each step's hats conditioned on every stored one;
+    * step = N T (L + 1)(B + E): each step's forward and backward pass over the particles;
+    * call = T (L + 1): each layer's library calls and bookkeeping, whatever N;
+    * pair = M N T (L + 1)/2¹⁴: the M partner particles of an optimizer not linear in the
+      gradients (Adam; M counts both sets where they are debiased);
+    * core = (L − 1) B³ T⁴/4: a pair-matrix optimizer's k × k cores (Muon), k = B t."""
     net, T, B, E = problem.net, problem.T, problem.B, problem.E
-    units = particles * (net.L - 1) * B * (B + E) * T * T / 2
+    L, N = net.L, particles
+    core = (L - 1) * B ** 3 * T ** 4 / 4 if problem.optimizer.pair_matrix else 0.0
+    return (N * (L - 1) * B * (B + E) * T * T / 2, N * T * (L + 1) * (B + E), T * (L + 1),
+            partners * N * T * (L + 1) / 2 ** 14, core)
+
+
+#: seconds per unit of each term of :func:`cost_units` on the two-core machine of
+#: docs/performance.md, fitted to measured runs by benchmarks/bench_cost_model.py --fit
+#: (the history term for float64 storage; float32 histories read half the bytes and
+#: cost HIST_FLOAT32 of it there)
+COST = (1.4e-9, 2.48e-8, 1.85e-3, 4.2e-4, 5.4e-9)
+HIST_FLOAT32 = 2.4 / 3.8
+
+
+def time_estimate(problem, particles: int, dtype, replicates: int, workers: int,
+                  partners: int = 0) -> float:
+    """Seconds the deep Monte Carlo run should take: the terms of :func:`cost_units`
+    times their fitted costs, times the replicates run one after another."""
+    units = cost_units(problem, particles, partners)
+    cost = list(COST)
+    if np.dtype(dtype).itemsize == 4:
+        cost[0] *= HIST_FLOAT32
     rounds = -(-replicates // max(workers, 1))
-    return units * SECONDS_PER_UNIT[np.dtype(dtype).itemsize] * rounds
+    return rounds * float(np.dot(units, cost))
 
 
 def _duration(seconds: float) -> str:
@@ -125,7 +146,7 @@ class MonteCarloEngine(FeatureLearningEngine):
                               if self.spec.record_stats else ""))
         self.bar_total = problem.T * options.replicates
         estimate = time_estimate(problem, self.particles, options.dtype, options.replicates,
-                                 self.workers)
+                                 self.workers, partners * (2 if debias else 1))
         if options.time_budget is not None and estimate > options.time_budget:
             raise SpecError(
                 f"this deep Monte Carlo run is estimated at {_duration(estimate)} on two "

@@ -1,0 +1,113 @@
+"""The deep Monte Carlo engine's time estimate against measured wall times, and the fit of
+its constants (limit/montecarlo/engine.py, ``COST``; docs/performance.md, "Time
+estimates").
+
+    python benchmarks/bench_cost_model.py [--fit] [--quick]
+
+Each configuration runs once, in this process, after a warm-up run of its kind (the
+compiles are not part of a run's cost).  The estimate is the engine's own
+(``prepare_limit(...).engine.info["time_estimate_s"]``).  With ``--fit`` the constants of
+the cost model are refitted to the measured walls by non-negative least squares on the
+relative error (each row divided by its wall) and printed in the form ``COST`` takes:
+
+    wall ≈ rounds × (c_hist U_hist + c_step U_step + c_call U_call + c_pair U_pair
+                     + c_core U_core)
+
+with U_hist = N (L − 1) B (B + E) T² / 2 (the passes over the stored histories),
+U_step = N T (L + 1)(B + E) (each step's forward and backward pass over the particles),
+U_call = T (L + 1) (the per-layer, per-step library calls and bookkeeping),
+U_pair = M N T (L + 1) / 2¹⁴ (Adam's M partners, per particle) and
+U_core = (L − 1) B³ T⁴ / 4 (Muon's k × k cores, k = B t at step t).
+"""
+import argparse
+import time
+
+import numpy as np
+
+import tp_limits as tp
+from tp_limits.limit.montecarlo.engine import cost_units
+from tp_limits.limit.simulate import prepare_limit
+
+#: (label, optimizer, L, residual, N, T, B, E)
+RUNS = [
+    ("SGD", "sgd", 2, False, 2 ** 14, 15, 1, 2),
+    ("SGD", "sgd", 2, False, 2 ** 14, 60, 1, 2),
+    ("SGD", "sgd", 2, False, 2 ** 14, 240, 1, 2),
+    ("SGD", "sgd", 3, False, 2 ** 14, 120, 2, 4),
+    ("SGD", "sgd", 5, False, 2 ** 13, 60, 1, 2),
+    ("SGD", "sgd", 2, False, 2 ** 16, 60, 4, 4),
+    ("SGD", "sgd", 2, False, 2 ** 14, 600, 1, 2),
+    ("Adam", "adam", 2, False, 2 ** 14, 15, 1, 2),
+    ("Adam", "adam", 2, False, 2 ** 14, 60, 1, 2),
+    ("Adam", "adam", 3, False, 2 ** 13, 100, 2, 2),
+    ("Muon", "muon", 2, False, 2 ** 14, 15, 1, 2),
+    ("Muon", "muon", 2, False, 2 ** 14, 60, 1, 2),
+    ("Muon", "muon", 3, False, 2 ** 13, 150, 2, 2),
+    ("residual K=8", "sgd", 9, True, 2 ** 13, 15, 1, 2),
+    ("residual K=32", "sgd", 33, True, 2 ** 12, 15, 1, 2),
+    ("residual K=200", "sgd", 201, True, 2 ** 10, 8, 1, 2),
+]
+QUICK = {0, 1, 4, 7, 10, 13}
+
+
+def problem(opt, L, residual, T, B, E):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((T * B, 2)) / np.sqrt(2)
+    Y = np.tanh(X[:, :1] - X[:, 1:])
+    optimizer = {"sgd": tp.SGD(), "adam": tp.Adam(), "muon": tp.Muon()}[opt]
+    lr = {"sgd": 0.1, "adam": 0.01, "muon": 0.05}[opt]
+    r = tp.Routine(X, Y, lr=lr, batch_size=B, optimizer=optimizer,
+                   eval_inputs=rng.standard_normal((E, 2)) / np.sqrt(2))
+    res = tp.Residual.depth_mup(opt) if residual else None
+    return tp.MLP(tp.mup(L, optimizer=opt), 2, 1, phi="tanh", residual=res), r
+
+
+def measure(run, replicates=1):
+    label, opt, L, residual, N, T, B, E = run
+    net, r = problem(opt, L, residual, T, B, E)
+    kw = dict(particles=N, replicates=replicates, record=(), time_budget=None,
+              sampler="antithetic", workers=1)
+    small_net, small_r = problem(opt, L, residual, 3, B, E)
+    tp.simulate_limit(small_net, small_r, **{**kw, "particles": 256})      # warm-up
+    plan = prepare_limit(net, r, **kw)
+    t0 = time.perf_counter()
+    tp.simulate_limit(net, r, **kw)
+    wall = time.perf_counter() - t0
+    spec = plan.engine.spec
+    units = cost_units(plan.problem, spec.N, spec.partners * (2 if spec.debias else 1))
+    return plan.engine.info["time_estimate_s"], wall, units
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fit", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="six of the runs")
+    args = ap.parse_args()
+    print("| job | L | N | T | B | E | estimate (s) | wall (s) | wall / estimate |\n"
+          "|---|---|---|---|---|---|---|---|---|", flush=True)
+    rows, walls = [], []
+    for i, run in enumerate(RUNS):
+        if args.quick and i not in QUICK:
+            continue
+        est, wall, units = measure(run)
+        label, _, L, _, N, T, B, E = run
+        print(f"| {label} | {L} | {N:,} | {T} | {B} | {E} | {est:.2f} | {wall:.2f} | "
+              f"{wall / est:.2f} |", flush=True)
+        rows.append(units)
+        walls.append(wall)
+    if args.fit:
+        from scipy.optimize import nnls
+        A = np.array(rows) / np.array(walls)[:, None]
+        scale = np.abs(A).max(axis=0)
+        scale[scale == 0] = 1.0
+        coef, _ = nnls(A / scale, np.ones(len(walls)))
+        coef = coef / scale
+        names = ("hist", "step", "call", "pair", "core")
+        print("fitted: " + ", ".join(f"{n}={c:.3g}" for n, c in zip(names, coef)))
+        pred = np.array(rows) @ coef
+        print("fitted wall / measured: " + ", ".join(f"{p / w:.2f}" for p, w in
+                                                      zip(pred, walls)))
+
+
+if __name__ == "__main__":
+    main()
