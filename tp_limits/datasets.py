@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .engine.options import check_seed
 from .errors import BackendUnavailableError, SpecError
 from .spec import Routine
-from .engine.options import check_seed
 from .spec.checks import check_int
 
 

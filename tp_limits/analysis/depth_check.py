@@ -128,6 +128,13 @@ class DepthCheck:
         return fig
 
 
+def block_counts(depths) -> tuple:
+    """The distinct block counts K >= 1 of ``depths`` (a list, or a set: they are
+    sorted), in increasing order."""
+    return tuple(sorted({check_int(K, f"depths[{i}]") for i, K in enumerate(
+        check_sequence(depths, "depths", "a list of block counts", unordered=True))}))
+
+
 def depth_check(net: MLP, routine: Routine, depths, width: int = 1024, seeds=4,
                 executor=None, tolerance: float = 0.15, fitted: int | None = None,
                 progress: bool = False, **train_kwargs) -> DepthCheck:
@@ -138,8 +145,7 @@ def depth_check(net: MLP, routine: Routine, depths, width: int = 1024, seeds=4,
     with the depth rule's (docs/theory.md §12.5).  ``train_kwargs`` go to
     :func:`train_finite`."""
     predicted = depth_exponents(net)
-    depths = tuple(sorted({check_int(K, f"depths[{i}]") for i, K in enumerate(
-        check_sequence(depths, "depths", "a list of block counts", unordered=True))}))
+    depths = block_counts(depths)
     if len(depths) < 2:
         raise SpecError(f"depths = {depths!r}: a fit in K needs at least two depths")
     width = check_int(width, "width", 1, MAX_WIDTH)

@@ -17,7 +17,7 @@ import numpy as np
 from ..abc.table import Table
 from ..errors import SpecError, TPError
 from ..spec import MLP
-from ..spec.checks import check_int, check_sequence
+from .depth_check import block_counts
 from .lr_sweep import LIMIT, LRSweep, check_sweep, lr_sweep
 
 
@@ -108,8 +108,7 @@ def depth_sweep(net: MLP, routine, lrs, depths, **sweep_kwargs) -> DepthSweep:
     if not isinstance(net, MLP) or net.residual is None:
         raise SpecError("depth_sweep needs a residual network: tp.MLP(..., residual="
                         "tp.Residual(...)), whose depth exponents say how the blocks scale")
-    Ks = sorted({check_int(K, f"depths[{i}]") for i, K in enumerate(
-        check_sequence(depths, "depths", "a list of block counts", unordered=True))})
+    Ks = block_counts(depths)
     if len(Ks) < 2:
         raise SpecError(f"depths = {depths!r}: give at least two distinct block counts")
     nets = {K: net.with_blocks(K) for K in Ks}            # every depth built first

@@ -269,10 +269,8 @@ def sweep_cuda(args, b, inputs: str = "auto", min_blocks: int | None = None):
     stats = bool(a.stats and len(Xe))
     storage = "double" if U.dtype == np.float64 else "float"
     plain = rule_of_code(len(args.rule) - 1).plain
-    if inputs == "auto":
-        inputs, chosen_blocks = launch_choice(d, len(Xb))
-        min_blocks = chosen_blocks if min_blocks is None else min_blocks
-    min_blocks = 1 if min_blocks is None else min_blocks
+    inputs, chosen = launch_choice(d, len(Xb)) if inputs == "auto" else (inputs, 1)
+    min_blocks = chosen if min_blocks is None else min_blocks
     constant = inputs == "constant" and constant_inputs(d, do, len(Xb), len(Xn), len(Xe))
     module = _module(len(args.phi) - 1, len(args.rule) - 1, storage, d, do, len(Xb), len(Xn),
                      len(Xe), stats, constant, min_blocks)
