@@ -1,8 +1,11 @@
-"""The deep Monte Carlo engine's time estimate against measured wall times, and the fit of
-its constants (limit/montecarlo/engine.py, ``COST``; docs/performance.md, "Time
-estimates").
+"""The time estimates of the deep Monte Carlo engine and of finite networks against
+measured wall times, and the fit of their constants (limit/montecarlo/engine.py and
+finite/cost.py, ``COST``; docs/performance.md, "Time estimates").
 
-    python benchmarks/bench_cost_model.py [--fit] [--quick]
+    python benchmarks/bench_cost_model.py [--finite] [--fit] [--quick]
+
+``--finite`` measures ``train_finite`` (finite/cost.py's terms: dense, vec, call, stats,
+spectral, lowrank, small) instead of the deep limit.
 
 Each configuration runs once, in this process, after a warm-up run of its kind (the
 compiles are not part of a run's cost).  The estimate is the engine's own
@@ -25,6 +28,8 @@ import time
 import numpy as np
 
 import tp_limits as tp
+from tp_limits.finite import cost as finite_cost
+from tp_limits.finite.train import prepare_finite
 from tp_limits.limit.montecarlo.engine import cost_units
 from tp_limits.limit.simulate import prepare_limit
 
@@ -49,6 +54,30 @@ RUNS = [
 ]
 QUICK = {0, 1, 4, 7, 10, 13}
 
+#: finite networks: (label, optimizer, L, n, T, B, E, record)
+FINITE_RUNS = [
+    ("SGD", "sgd", 2, 256, 50, 4, 8, ()),
+    ("SGD", "sgd", 2, 1024, 50, 4, 8, ()),
+    ("SGD", "sgd", 3, 2048, 30, 4, 8, ()),
+    ("SGD", "sgd", 2, 4096, 20, 4, 8, ()),
+    ("SGD", "sgd", 1, 16384, 200, 4, 8, ()),
+    ("SGD", "sgd", 1, 1024, 400, 4, 8, ()),
+    ("SGD", "sgd", 5, 512, 100, 1, 2, ()),
+    ("SGD stats", "sgd", 2, 1024, 30, 4, 8, ("stats",)),
+    ("SGD stats+spectral", "sgd", 2, 1024, 30, 4, 8, ("stats", "spectral")),
+    ("SGD stats+spectral", "sgd", 3, 2048, 15, 4, 8, ("stats", "spectral")),
+    ("Adam", "adam", 2, 1024, 50, 4, 8, ()),
+    ("Adam", "adam", 3, 2048, 20, 4, 8, ()),
+    ("SGD momentum", "momentum", 2, 2048, 30, 4, 8, ()),
+    ("Muon", "muon", 2, 1024, 30, 4, 8, ()),
+    ("Muon", "muon", 2, 2048, 40, 4, 8, ()),
+    ("Muon", "muon", 3, 512, 100, 2, 4, ()),
+    ("Muon", "muon", 2, 4096, 20, 4, 8, ()),
+    ("Muon stats+spectral", "muon", 2, 1024, 30, 4, 8, ("stats", "spectral")),
+    ("Muon stats+spectral", "muon", 2, 2048, 15, 4, 8, ("stats", "spectral")),
+]
+FINITE_QUICK = {0, 3, 4, 8, 11, 13, 14}
+
 
 def problem(opt, L, residual, T, B, E):
     rng = np.random.default_rng(0)
@@ -60,6 +89,32 @@ def problem(opt, L, residual, T, B, E):
                    eval_inputs=rng.standard_normal((E, 2)) / np.sqrt(2))
     res = tp.Residual.depth_mup(opt) if residual else None
     return tp.MLP(tp.mup(L, optimizer=opt), 2, 1, phi="tanh", residual=res), r
+
+
+def finite_problem(opt, L, T, B, E, d=8):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((T * B, d)) / np.sqrt(d)
+    Y = np.tanh(X[:, :2])
+    optimizer = {"sgd": tp.SGD(), "momentum": tp.SGD(momentum=0.9), "adam": tp.Adam(),
+                 "muon": tp.Muon()}[opt]
+    lr = {"sgd": 0.1, "momentum": 0.1, "adam": 0.01, "muon": 0.05}[opt]
+    r = tp.Routine(X, Y, lr=lr, batch_size=B, optimizer=optimizer,
+                   eval_inputs=rng.standard_normal((E, d)) / np.sqrt(d))
+    rule = "sgd" if opt == "momentum" else opt
+    return tp.MLP(tp.mup(L, optimizer=rule), d, 2, phi="tanh"), r
+
+
+def measure_finite(run):
+    label, opt, L, n, T, B, E, record = run
+    net, r = finite_problem(opt, L, T, B, E)
+    small_net, small_r = finite_problem(opt, L, 2, B, E)
+    tp.train_finite(small_net, small_r, 64, record=record)                   # warm-up
+    plan = prepare_finite(net, r, n, record=record, time_budget=None)
+    t0 = time.perf_counter()
+    tp.train_finite(net, r, n, record=record, time_budget=None)
+    wall = time.perf_counter() - t0
+    units = finite_cost.cost_units(plan.problem, n, record)
+    return finite_cost.time_estimate(plan.problem, n, record), wall, units
 
 
 def measure(run, replicates=1):
@@ -82,7 +137,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fit", action="store_true")
     ap.add_argument("--quick", action="store_true", help="six of the runs")
+    ap.add_argument("--finite", action="store_true", help="finite networks (train_finite)")
     args = ap.parse_args()
+    if args.finite:
+        return main_finite(args)
     print("| job | L | N | T | B | E | estimate (s) | wall (s) | wall / estimate |\n"
           "|---|---|---|---|---|---|---|---|---|", flush=True)
     rows, walls = [], []
@@ -96,17 +154,37 @@ def main():
         rows.append(units)
         walls.append(wall)
     if args.fit:
-        from scipy.optimize import nnls
-        A = np.array(rows) / np.array(walls)[:, None]
-        scale = np.abs(A).max(axis=0)
-        scale[scale == 0] = 1.0
-        coef, _ = nnls(A / scale, np.ones(len(walls)))
-        coef = coef / scale
-        names = ("hist", "step", "call", "pair", "core")
-        print("fitted: " + ", ".join(f"{n}={c:.3g}" for n, c in zip(names, coef)))
-        pred = np.array(rows) @ coef
-        print("fitted wall / measured: " + ", ".join(f"{p / w:.2f}" for p, w in
-                                                      zip(pred, walls)))
+        fit(rows, walls, ("hist", "step", "call", "pair", "core"))
+
+
+def main_finite(args):
+    print("| job | L | n | T | B | E | estimate (s) | wall (s) | wall / estimate |\n"
+          "|---|---|---|---|---|---|---|---|---|", flush=True)
+    rows, walls = [], []
+    for i, run in enumerate(FINITE_RUNS):
+        if args.quick and i not in FINITE_QUICK:
+            continue
+        est, wall, units = measure_finite(run)
+        label, _, L, n, T, B, E, _ = run
+        print(f"| {label} | {L} | {n:,} | {T} | {B} | {E} | {est:.2f} | {wall:.2f} | "
+              f"{wall / est:.2f} |", flush=True)
+        rows.append(units)
+        walls.append(wall)
+    if args.fit:
+        fit(rows, walls, finite_cost.NAMES)
+
+
+def fit(rows, walls, names):
+    """Non-negative least squares on the relative error: each row divided by its wall."""
+    from scipy.optimize import nnls
+    A = np.array(rows) / np.array(walls)[:, None]
+    scale = np.abs(A).max(axis=0)
+    scale[scale == 0] = 1.0
+    coef, _ = nnls(A / scale, np.ones(len(walls)))
+    coef = coef / scale
+    print("fitted: " + ", ".join(f"{n}={c:.3g}" for n, c in zip(names, coef)))
+    pred = np.array(rows) @ coef
+    print("fitted wall / measured: " + ", ".join(f"{p / w:.2f}" for p, w in zip(pred, walls)))
 
 
 if __name__ == "__main__":

@@ -194,7 +194,10 @@ for i, (net, kw, routine) in enumerate([
         (MUP1, dict(zdot="tangent"), d1), (MUP2, dict(debias_partners=False), d1),
         (tp.MLP(tp.mup(2), 2, 1, phi="id"), dict(zdot="tangent"), d1),
         (NTP2, dict(method="monte_carlo"), d1), (NTP2, dict(method="quadrature"), d1),
-        (NTP2, dict(zdot="tangent"), d1)]):
+        (NTP2, dict(zdot="tangent"), d1),
+        # a feature-learning limit starts from f_0 = 0: the kernel regime's f0 and samples
+        (MUP1, dict(f0=np.zeros((3, 1))), d1), (MUP2, dict(samples=4), d1),
+        (tp.MLP(tp.mup(2), 2, 1, phi="id"), dict(f0=np.zeros((3, 1))), d1)]):
     case(f"simulate_limit-inapplicable-{i}",
          lambda net=net, kw=kw, routine=routine: tp.simulate_limit(net, routine(), **kw))
 FINITE_AS_LIMIT = tp.Trajectory(f_eval=np.zeros((4, 3, 1)), f_train=np.zeros((3, 1, 1)),
@@ -225,6 +228,13 @@ def _long_deep_run(**kw):
 case("simulate_limit-deep-beyond-time-budget", _long_deep_run)
 case("simulate_limit-bad-time-budget",
      lambda: tp.simulate_limit(MUP2, d1(), time_budget=-1.0))
+case("train_finite-bad-time-budget", lambda: tp.train_finite(MUP2, d1(), 16, time_budget=-1.0))
+case("train_finite-string-time-budget",
+     lambda: tp.train_finite(MUP2, d1(), 16, time_budget="1h"))
+# Muon at width 8192: a history-based update priced at minutes, beyond one second
+case("train_finite-muon-beyond-time-budget",
+     lambda: tp.train_finite(tp.MLP(tp.mup(2, optimizer="muon"), 2, 1), d1(optimizer=tp.Muon()),
+                             8192, time_budget=1.0))
 case("routine-targets-overflow-mse", lambda: tp.Routine([[1.0, 0.0]], [[1e300]], lr=0.1))
 case("routine-none-in-X", lambda: tp.Routine([[1.0, None], [0.0, 1.0]], [[1.0], [0.0]], lr=0.1))
 case("lr_sweep-a-million-lrs",
@@ -388,6 +398,8 @@ for i, cfg in enumerate([
         with_("limit", method="quadrature"), with_("finite", widths=[256]),
         with_("finite", widths=[0, 32]), with_("finite", widths=[32, 10 ** 7]),
         with_("finite", seeds=1), with_("finite", seeds=2.5), with_("finite", backend="tpu"),
+        with_("finite", time_budget=-5), with_("finite", time_budget="1h"),
+        with_("finite", widths=[32, 8192], time_budget=0.5),
         with_("parametrization", preset="sp"), with_("routine", momentum=1.5),
         with_("routine", adam_betas=[0.9, 0.99]), with_("routine", weight_decay=-0.1),
         with_("parametrization", L=0), with_("parametrization", L=10 ** 6),
@@ -579,6 +591,10 @@ def test_the_sweep_is_large():
     ("simulate_limit-inapplicable-2", "zdot='tangent' does not apply"),
     ("simulate_limit-inapplicable-3", "debias_partners= apply to the deep limit"),
     ("simulate_limit-inapplicable-5", "method='monte_carlo' does not apply.*kernel"),
+    ("train_finite-muon-beyond-time-budget",
+     "width 8192 is estimated at .* history-based .* beyond time_budget = 1 s"),
+    ("simulate_limit-inapplicable-8", "f0 given as an array does not apply: muP is feature"),
+    ("simulate_limit-inapplicable-9", "samples=4 does not apply.*f_0 = 0"),
     ("convergence-finite-limit", "finite network's Trajectory"),
     ("routine-none-in-X", r"X has a missing value \(None\) at row 0, column 1"),
     ("digits-no-training-split", "both splits need at least one image"),

@@ -3,6 +3,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tp_limits.cli import main
 
 
@@ -42,3 +44,21 @@ def test_cli_coord_check(capsys, tmp_path):
                  "--steps", "2", "--plot", str(png)]) == 0
     out = capsys.readouterr().out
     assert "delta_h" in out and "predicted" in out and png.stat().st_size > 10_000
+
+
+def test_cli_version(capsys):
+    from tp_limits import __version__
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"tp-limits {__version__}"
+
+
+@pytest.mark.parametrize("argv", [["table", "--L", "6"], ["run", "--schema"]])
+def test_output_into_a_closed_pipe_ends_quietly(argv):
+    """``tp-limits table | head``: a reader that stops early is no error and no traceback."""
+    p = subprocess.Popen([sys.executable, "-m", "tp_limits", *argv], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    p.stdout.close()                       # the reader leaves before the first line
+    err = p.stderr.read().decode()
+    assert p.wait() == 0 and "Traceback" not in err and "Broken" not in err, err

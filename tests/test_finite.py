@@ -340,3 +340,43 @@ def test_init_scale_alignment(L):
         if s != 1.0:          # the same learning rate at another scale trains differently
             naive = tp.train_finite(net, r0, 128, seed=0, record=(), on_divergence="stop")
             assert naive.diverged or np.max(np.abs(naive.f_eval[-1] - base.f_eval[-1])) > 1e-3, s
+
+
+def test_the_time_estimate_prices_what_a_run_does_and_refuses_before_any_work(monkeypatch):
+    """finite/cost.py: the dense terms grow like n², Muon's low-rank term with the history
+    (Σ_t k_t ∝ T² while momentum keeps every pair), the statistics' terms appear only when
+    recorded; a run beyond time_budget is refused before a weight is drawn."""
+    from tp_limits.finite import cost
+    from tp_limits.spec import Problem
+    X = np.random.default_rng(0).standard_normal((200, 2))
+    sgd = Problem(tp.MLP(tp.mup(2), 2, 1), tp.Routine(X, X[:, :1], lr=0.1, batch_size=2))
+    u1, u2 = (dict(zip(cost.NAMES, cost.cost_units(sgd, n))) for n in (512, 1024))
+    assert u2["dense"] == 4 * u1["dense"] and u2["vec"] == 2 * u1["vec"]
+    assert u1["stats"] == u1["spectral"] == u1["lowrank"] == u1["state"] == 0
+    rec = dict(zip(cost.NAMES, cost.cost_units(sgd, 512, ("stats", "spectral"))))
+    assert rec["stats"] > 0 and rec["spectral"] > 0 and rec["spectral_flat"] == 0
+    adam = Problem(tp.MLP(tp.mup(2, optimizer="adam"), 2, 1),
+                   tp.Routine(X, X[:, :1], lr=0.1, batch_size=2, optimizer=tp.Adam()))
+    assert dict(zip(cost.NAMES, cost.cost_units(adam, 512)))["state"] == 2 * adam.T * 512 ** 2
+
+    def muon(T):
+        r = tp.Routine(X[:2 * T], X[:2 * T, :1], lr=0.1, batch_size=2, optimizer=tp.Muon())
+        return Problem(tp.MLP(tp.mup(2, optimizer="muon"), 2, 1), r)
+    m20, m40 = (dict(zip(cost.NAMES, cost.cost_units(muon(T), 512, ("spectral",))))
+                for T in (20, 40))
+    assert m40["lowrank"] / m20["lowrank"] == pytest.approx(41 * 40 / (21 * 20))
+    assert m20["spectral_flat"] > 0 and m20["spectral"] == 0
+    assert cost.time_estimate(muon(40), 512) > 2 * cost.time_estimate(muon(20), 512)
+
+    def no_weights(*a, **k):
+        raise AssertionError("a refused run drew its weights")
+    monkeypatch.setattr(FiniteNetwork, "__init__", no_weights)
+    with pytest.raises(tp.SpecError, match="estimated at .* beyond time_budget"):
+        tp.train_finite(muon(40).net, muon(40).routine, 4096, time_budget=0.1)
+
+
+def test_the_estimate_is_in_the_trajectory_and_none_lifts_the_budget():
+    X = np.random.default_rng(0).standard_normal((8, 2))
+    r = tp.Routine(X, X[:, :1], lr=0.1, batch_size=2)
+    tr = tp.train_finite(tp.MLP(tp.mup(2), 2, 1), r, 64, time_budget=None, record=())
+    assert 0 < tr.meta["time_estimate_s"] < 1

@@ -201,7 +201,7 @@ def test_a_monte_carlo_limit_is_measured_on_its_pooled_replicates():
     sw = tp.lr_sweep(net, r, lrs, particles=400, replicates=3, metric="eval_loss", refine=0,
                      progress=False)
     runs = [tp.simulate_limit(net, r.with_lr(0.3), particles=400, replicates=1, seed=s,
-                              samples=1, f0="zero", record=(), progress=False) for s in range(3)]
+                              f0="zero", record=(), progress=False) for s in range(3)]
     measure = lambda tr: tr.stats["eval_loss"][-1]              # noqa: E731
     got = sw.values("inf")[1]
     pv = pseudo_values(Problem(net, r), runs, measure)

@@ -11,13 +11,16 @@
 
 Errors are one line on stderr with exit status 2; Ctrl-C ends a run within
 seconds, writes what had finished (its summary says PARTIAL) and exits 130.
+Output piped into a reader that stops early (``| head``) ends quietly.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
+from ._version import __version__
 from .abc import ABC, table
 from .abc.presets import PRESETS, from_options, mup, ntp, sp
 from .errors import DivergenceError, SpecError, TPError
@@ -180,6 +183,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="tp-limits", description=__doc__,
                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def add_param_args(p):
@@ -272,6 +276,11 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("tp-limits: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (``tp-limits table | head``): not an error of ours. Later
+        # writes go to /dev/null so the interpreter's final flush cannot raise again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -275,8 +275,8 @@ def _limit_runner(net, routine, fn, goal, particles):
 
     def one(lr, seed):
         tr = simulate_limit(net, routine.with_lr(lr), particles=particles, replicates=1,
-                            seed=seed, f0="sample" if random_f0 else "zero",
-                            samples=1, on_divergence="stop", record=())
+                            seed=seed, on_divergence="stop", record=(),
+                            **({"f0": "sample", "samples": 1} if random_f0 else {"f0": "zero"}))
         if tr.interrupted:
             raise KeyboardInterrupt
         return tr

@@ -289,6 +289,10 @@ FINITE_OPTIONS = (
     Option("keep_weights", False, lambda v: check_bool(v, "keep_weights"),
            "return W^1..W^{L+1} before the first step and after the last "
            "(Trajectory.weights); keeps a copy of W_0"),
+    Option("time_budget", 3600.0, check_time_budget,
+           "refuse, before any work, a run estimated (its measured cost model) to take "
+           "longer than this many seconds (None: no limit; meta['time_estimate_s'])",
+           "finite.time_budget", "number"),
 )
 
 

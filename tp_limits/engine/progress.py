@@ -1,4 +1,5 @@
-"""Progress bars (tqdm) for the step loops, shown only when asked for."""
+"""Progress bars (tqdm) for the step loops, shown only when asked for; durations as a
+person reads them."""
 from __future__ import annotations
 
 import contextlib
@@ -54,3 +55,12 @@ def compile_notice(what: str, after: float = 1.0):
         if shown.is_set():
             print(f"tp_limits: compiled {what} in {time.perf_counter() - started:.0f} s",
                   file=sys.stderr, flush=True)
+
+
+def duration(seconds: float) -> str:
+    """``42 s``, ``17 min``, ``2.5 h``: an estimate's size, not its digits."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -166,12 +166,13 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
     fin = cfg["finite"]
     finite = {} if not fin["enabled"] else {
         "widths": tuple(sorted(set(fin["widths"]))), "seeds": fin["seeds"],
-        "backend": fin["backend"], "parallel": fin["parallel"], "spectral": fin["spectral"]}
+        "backend": fin["backend"], "parallel": fin["parallel"], "spectral": fin["spectral"],
+        "time_budget": fin["time_budget"]}
     try:                  # the engines' own checks: what --check accepts, a run accepts
         prepare_limit(net, routine, **limit)
         if finite:
             prepare_finite(net, routine, finite["widths"][-1], backend=finite["backend"],
-                           record=_record(finite))
+                           record=_record(finite), time_budget=finite["time_budget"])
     except TPError as exc:
         raise ExperimentError(f"{source}: {exc}") from None
     sweep = {}
@@ -228,7 +229,8 @@ def run(exp: Experiment, progress: bool = True, executor=None) -> ExperimentResu
                 study = convergence(exp.net, exp.routine, exp.finite["widths"],
                                     seeds=exp.finite["seeds"], limit=limit, executor=executor,
                                     progress=progress, keep_runs=True,
-                                    backend=exp.finite["backend"], record=_record(exp.finite))
+                                    backend=exp.finite["backend"], record=_record(exp.finite),
+                                    time_budget=exp.finite["time_budget"])
         except KeyboardInterrupt:
             interrupted = "during the finite networks, before any had finished"
         else:

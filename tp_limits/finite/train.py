@@ -16,13 +16,14 @@ from ..engine.backend import get_backend
 from ..engine.memory import require_memory
 from ..engine.meta import run_meta
 from ..engine.options import FINITE_OPTIONS, option_record
-from ..engine.progress import progress_bar
+from ..engine.progress import duration, progress_bar
 from ..engine.status import RunStatus
 from ..engine.steps import StepLoop
 from ..engine.trajectory import Trajectory, Weights
 from ..errors import DivergenceError, SpecError
 from ..spec import MLP, Problem, Routine
 from ..spec.checks import check_int
+from .cost import time_estimate
 from .network import FiniteNetwork
 from .stats import StatsRecorder
 
@@ -50,6 +51,7 @@ class FinitePlan:
     width: int
     options: object          # FiniteOptions
     backend: object
+    time_estimate: float = 0.0
 
 
 def prepare_finite(net: MLP, routine: Routine, width: int, **options) -> FinitePlan:
@@ -68,7 +70,18 @@ def prepare_finite(net: MLP, routine: Routine, width: int, **options) -> FiniteP
                    "recorded statistics)", b,
                    advice="lower the width, use dtype=numpy.float32, or record=() (no W_0 "
                           "copy, no (T+1)·E·E feature kernels)")
-    return FinitePlan(problem, width, o, b)
+    estimate = time_estimate(problem, width, o.record)
+    if o.time_budget is not None and estimate > o.time_budget:
+        raise SpecError(
+            f"training width {width} is estimated at {duration(estimate)} on two cores "
+            f"(T = {problem.T} steps, L = {net.L}"
+            + (", a history-based matrix update whose cost grows with the steps"
+               if problem.optimizer.pair_matrix else "")
+            + (f", record={tuple(o.record)!r}" if o.record else "")
+            + f"), beyond time_budget = {duration(o.time_budget)}; pass a larger "
+            "time_budget, or time_budget=None to run it anyway (a smaller width, fewer "
+            "steps or record=() shorten it)")
+    return FinitePlan(problem, width, o, b, estimate)
 
 
 def run_bytes(problem: Problem, width: int, dtype, record) -> int:
@@ -86,7 +99,8 @@ def run_bytes(problem: Problem, width: int, dtype, record) -> int:
 def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend: str = "numpy",
                  dtype=np.float64, backprop: str = "exact", record=("stats", "spectral"),
                  on_divergence: str = "raise", progress: bool = False,
-                 divergence_bound: float | None = 1e10, keep_weights: bool = False) -> Trajectory:
+                 divergence_bound: float | None = 1e10, keep_weights: bool = False,
+                 time_budget: float | None = 3600.0) -> Trajectory:
     """Train ``net`` at width ``width`` on ``routine``; return its :class:`Trajectory`.
 
     Parameters
@@ -108,6 +122,10 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
         the biases of a network with them, of the initial network and after the last
         completed step as ``Trajectory.weights`` (host arrays; a copy of W_0 is kept
         during the run).
+    time_budget : refuse, before any work, a run whose estimate (finite/cost.py, a
+        cost model fitted to measured runs: docs/performance.md, "Time estimates")
+        exceeds this many seconds; None runs anything.  The estimate is in
+        ``meta['time_estimate_s']``.
 
     The optimizer and its hyperparameters (momentum, weight decay, Adam's β
     and ε, all width-free) are the routine's ``optimizer`` (docs/theory.md §10).
@@ -118,7 +136,7 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
     plan = prepare_finite(net, routine, width, seed=seed, backend=backend, dtype=dtype,
                           backprop=backprop, record=record, on_divergence=on_divergence,
                           progress=progress, divergence_bound=divergence_bound,
-                          keep_weights=keep_weights)
+                          keep_weights=keep_weights, time_budget=time_budget)
     return run_finite(plan)
 
 
@@ -166,7 +184,8 @@ def run_finite(plan: FinitePlan) -> Trajectory:
     status = RunStatus(done, loop.interrupted, loop.diverged)
     meta = run_meta(problem, status, time.perf_counter() - started, engine="finite",
                     width=int(width), seed=int(o.seed), backend=b.name, dtype=dtype.name,
-                    backprop=o.backprop, record=list(record))
+                    backprop=o.backprop, record=list(record),
+                    time_estimate_s=round(plan.time_estimate, 3))
     stats = recorder.truncate(done + 1) if recorder else {}
     stats.update(problem.eval_metrics(f_eval[: done + 1]))
     weights = (Weights(tuple(tonp(W) for W in nw.W0), tuple(tonp(W) for W in nw.W),

@@ -70,6 +70,7 @@ def select_engine(problem, options):
                             "the NNGP and NTK (the kernel engine); leave method=None")
         _refuse_deep_knobs(options, "the kernel-regime limit")
         return KernelEngine(problem, k, options)
+    _refuse_kernel_knobs(options, param.label)
     if options.method == "exact" and net.phi != "id":
         raise SpecError(f"method='exact' needs phi='id' (a closed form exists only for linear "
                         f"networks); got phi={net.phi!r}")
@@ -95,6 +96,24 @@ def select_engine(problem, options):
         _refuse_deep_knobs(options, "the exact deep linear limit")
     return (DeepLinear if exact else MonteCarloEngine)(problem, k, options)
 
+
+def _refuse_kernel_knobs(options, label: str) -> None:
+    """The kernel engine's knobs refused in a feature-learning limit, whose f_0 is 0 by
+    the mathematics (feature learning forces a_{L+1} + b_{L+1} ≥ 1, docs/theory.md §1.2): an f_0 array or a
+    number of NNGP draws would change nothing.  ``f0='zero'`` agrees with that limit and
+    passes (studies that treat every regime alike ask for it)."""
+    asked = []
+    if not (isinstance(options.f0, str) and options.f0 in ("sample", "zero")):
+        asked.append("f0 given as an array")
+    if options.samples != _DEFAULT["samples"]:
+        asked.append(f"samples={options.samples!r}")
+    if asked:
+        raise SpecError(f"{' and '.join(asked)} does not apply: {label} is feature learning, "
+                        "so its limit starts from f_0 = 0 (no NNGP draw); f0 and samples "
+                        "are knobs of the kernel-regime limit — leave them at their defaults")
+
+
+_DEFAULT = {o.name: o.default for o in LIMIT_OPTIONS}
 
 #: the knobs only the deep Monte Carlo engine reads (defaults: the option table's)
 DEEP_KNOBS = ("zdot", "partners", "debias_partners")

@@ -8,7 +8,7 @@ from threadpoolctl import threadpool_limits
 
 from ...engine.heap import reused_heap
 from ...engine.memory import require_particles
-from ...engine.progress import compile_notice
+from ...engine.progress import compile_notice, duration
 from ...errors import SpecError
 from ..base import FeatureLearningEngine
 from ..replicates import run_replicates
@@ -92,14 +92,6 @@ def time_estimate(problem, particles: int, dtype, replicates: int, workers: int,
     return rounds * float(np.dot(units, cost))
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 class MonteCarloEngine(FeatureLearningEngine):
     """Replicated Monte Carlo runs of the deep feature-learning limit."""
 
@@ -149,10 +141,10 @@ class MonteCarloEngine(FeatureLearningEngine):
                                  self.workers, partners * (2 if debias else 1))
         if options.time_budget is not None and estimate > options.time_budget:
             raise SpecError(
-                f"this deep Monte Carlo run is estimated at {_duration(estimate)} on two "
+                f"this deep Monte Carlo run is estimated at {duration(estimate)} on two "
                 f"cores (its cost grows like T²: T = {problem.T} steps, "
                 f"{self.particles:,} particles, replicates = {options.replicates}), beyond "
-                f"time_budget = {_duration(options.time_budget)}; pass a larger time_budget, "
+                f"time_budget = {duration(options.time_budget)}; pass a larger time_budget, "
                 "or time_budget=None to run it anyway (fewer steps, particles or replicates "
                 "shorten it)")
         self.info = {"particles": self.particles, "zdot": zdot.name, "workers": self.workers,
