@@ -27,12 +27,13 @@ except ModuleNotFoundError:      # Python 3.10
 from ..abc.presets import from_options
 from ..analysis.convergence import ConvergenceStudy, convergence
 from ..analysis.lr_sweep import LRSweep, check_sweep, lr_sweep
+from ..engine.options import FINITE_OPTIONS, LIMIT_OPTIONS
 from ..engine.trajectory import Trajectory
 from ..errors import TPError
 from ..finite.train import prepare_finite
 from ..limit import prepare_limit, simulate_limit
 from ..spec import MLP, Routine
-from ..spec.fields import mlp_from_file
+from ..spec.fields import mlp_from_file, renamed
 from ..spec.optimizers import OPTIMIZERS, default_optimizer, hyperparameters
 from ..spec.schedules import named
 from .data import load_data
@@ -135,6 +136,19 @@ def _rates(r: dict, X, steps) -> float | np.ndarray:
         raise ExperimentError(f"routine: {exc}") from None
 
 
+def _option_keys(table) -> dict:
+    """An engine option's Python name -> its file key ("time_budget" -> "limit.time_budget")."""
+    return {o.name: o.toml for o in table if o.toml}
+
+
+def _routine_keys(kind: str) -> dict:
+    """The [routine] keys that feed Routine and the optimizer of the parametrization's
+    ``kind``, by the argument they become (Muon's momentum is routine.muon_momentum)."""
+    cls = type(default_optimizer(kind))
+    return {"lr": "routine.lr", "batch_size": "routine.batch_size",
+            **{name: f"routine.{key}" for name, key, *_ in hyperparameters(cls)}}
+
+
 def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
     """Validate ``config`` and build the experiment (no simulation yet).
 
@@ -148,10 +162,13 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
         X, Y, E, Ye, steps = load_data(cfg["data"], r, Path(base))
         net = mlp_from_file(param, np.shape(X)[1] if np.ndim(X) == 2 else 1,
                             _d_out(cfg["data"], Y), m)
-        routine = Routine(X, Y, lr=_rates(r, X, steps), loss=r["loss"],
-                          batch_size=r["batch_size"],
-                          steps=steps, eval_inputs=E, eval_targets=Ye,
-                          optimizer=_optimizer(param.optimizer, r))
+        try:
+            routine = Routine(X, Y, lr=_rates(r, X, steps), loss=r["loss"],
+                              batch_size=r["batch_size"],
+                              steps=steps, eval_inputs=E, eval_targets=Ye,
+                              optimizer=_optimizer(param.optimizer, r))
+        except TPError as exc:
+            raise type(exc)(renamed(str(exc), _routine_keys(param.optimizer))) from None
     except ExperimentError:
         raise
     except TPError as exc:
@@ -170,11 +187,16 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
         "time_budget": fin["time_budget"]}
     try:                  # the engines' own checks: what --check accepts, a run accepts
         prepare_limit(net, routine, **limit)
+    except TPError as exc:
+        raise ExperimentError(f"{source}: {renamed(str(exc), _option_keys(LIMIT_OPTIONS))}") \
+            from None
+    try:
         if finite:
             prepare_finite(net, routine, finite["widths"][-1], backend=finite["backend"],
                            record=_record(finite), time_budget=finite["time_budget"])
     except TPError as exc:
-        raise ExperimentError(f"{source}: {exc}") from None
+        raise ExperimentError(f"{source}: {renamed(str(exc), _option_keys(FINITE_OPTIONS))}") \
+            from None
     sweep = {}
     sw = cfg["sweep"]
     if sw["lrs"] is not None:

@@ -260,13 +260,15 @@ def _check_combinations(cfg: dict) -> None:
                               f"got {sources or 'none'}")
     if d["X"] is not None and d["Y"] is None:
         raise ExperimentError("data.Y is required with data.X")
-    if d["generator"] is None and any(
-            d[k] != SCHEMA["data"][k].default for k in ("d_in", "d_out", "n_eval", "noise", "seed")):
-        raise ExperimentError("data.d_in, d_out, n_eval, noise and seed apply to a generator only")
-    if d["generator"] == "d1" and any(
-            d[k] != SCHEMA["data"][k].default for k in ("d_in", "d_out", "n_eval", "noise", "seed")):
-        raise ExperimentError("data 'd1' is fixed (d_in = 2, d_out = 1, three evaluation "
-                              "inputs, no noise): leave out d_in, d_out, n_eval, noise and seed")
+    given = ", ".join(f"data.{k}" for k in ("d_in", "d_out", "n_eval", "noise", "seed")
+                      if d[k] != SCHEMA["data"][k].default)
+    if d["generator"] is None and given:
+        raise ExperimentError(f"{given}: data.d_in, d_out, n_eval, noise and seed apply to a "
+                              "generator only")
+    if d["generator"] == "d1" and given:
+        raise ExperimentError(f"{given}: data 'd1' is fixed (d_in = 2, d_out = 1, three "
+                              "evaluation inputs, no noise): leave out d_in, d_out, n_eval, "
+                              "noise and seed")
     if d["generator"] == "digits" and (d["d_in"] != SCHEMA["data"]["d_in"].default or d["noise"]):
         raise ExperimentError("data 'digits' has d_in = 64 and no noise: leave out d_in and "
                               "noise (d_out is the number of classes, 2..10)")

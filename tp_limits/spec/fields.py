@@ -176,7 +176,14 @@ def mlp_from_file(param, d_in: int, d_out: int, model: dict) -> MLP:
 def file_message(message: str, keys) -> str:
     """``message`` with a leading constructor argument ("alpha = ...", "sigma has ...") named
     as its file key."""
-    for k in keys:
-        if message.startswith(k.names + " "):
-            return f"model.{k.key}" + message[len(k.names):]
+    return renamed(message, {k.names: f"model.{k.key}" for k in keys})
+
+
+def renamed(message: str, names: dict) -> str:
+    """``message`` with a leading argument name (a key of ``names``: "lr = nan ...") replaced
+    by what the user wrote (its value: "routine.lr = nan ..."): a check declared once in
+    Python speaks the file's language when a file fed it."""
+    for argument, key in names.items():
+        if message.startswith(argument + " "):
+            return key + message[len(argument):]
     return message
