@@ -2,10 +2,12 @@
 measured wall times, and the fit of their constants (limit/montecarlo/engine.py and
 finite/cost.py, ``COST``; docs/performance.md, "Time estimates").
 
-    python benchmarks/bench_cost_model.py [--finite] [--fit] [--quick]
+    python benchmarks/bench_cost_model.py [--finite | --one-hidden] [--fit] [--quick]
 
-``--finite`` measures ``train_finite`` (finite/cost.py's terms: dense, vec, call, stats,
-spectral, lowrank, small) instead of the deep limit.
+``--finite`` measures ``train_finite`` (finite/cost.py's terms: dense, vec, call, state,
+stats, spectral, spectral_flat, lowrank, small), ``--one-hidden`` the one-hidden-layer
+limit's host kernel (limit/fused/cost.py: sweep, state, stats, call), instead of the deep
+limit.
 
 Each configuration runs once, in this process, after a warm-up run of its kind (the
 compiles are not part of a run's cost).  The estimate is the engine's own
@@ -29,6 +31,7 @@ import numpy as np
 
 import tp_limits as tp
 from tp_limits.finite import cost as finite_cost
+from tp_limits.limit.fused import cost as one_hidden_cost
 from tp_limits.finite.train import prepare_finite
 from tp_limits.limit.montecarlo.engine import cost_units
 from tp_limits.limit.simulate import prepare_limit
@@ -91,6 +94,51 @@ def problem(opt, L, residual, T, B, E):
     return tp.MLP(tp.mup(L, optimizer=opt), 2, 1, phi="tanh", residual=res), r
 
 
+#: the one-hidden-layer limit (the 'numba' kernel): (label, optimizer, φ, N, T, B, E, d, stats)
+ONE_HIDDEN_RUNS = [
+    ("SGD", "sgd", "tanh", 2 ** 14, 200, 4, 8, 4, False),
+    ("SGD", "sgd", "tanh", 2 ** 17, 200, 4, 8, 4, False),
+    ("SGD", "sgd", "tanh", 2 ** 17, 2000, 4, 8, 4, False),
+    ("SGD", "sgd", "tanh", 2 ** 16, 100, 16, 32, 16, False),
+    ("SGD", "sgd", "tanh", 2 ** 16, 100, 1, 2, 64, False),
+    ("SGD", "sgd", "tanh", 2 ** 12, 2000, 1, 2, 2, False),
+    ("SGD", "sgd", "tanh", 2 ** 18, 50, 8, 16, 8, False),
+    ("SGD relu", "sgd", "relu", 2 ** 17, 200, 4, 8, 4, False),
+    ("SGD stats", "sgd", "tanh", 2 ** 16, 200, 4, 8, 4, True),
+    ("momentum", "momentum", "tanh", 2 ** 16, 200, 4, 8, 16, False),
+    ("Adam", "adam", "tanh", 2 ** 16, 200, 4, 8, 4, False),
+    ("Adam", "adam", "tanh", 2 ** 17, 100, 8, 8, 16, False),
+]
+ONE_HIDDEN_QUICK = {0, 2, 4, 10}
+
+
+def one_hidden_problem(opt, phi, T, B, E, d):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((T * B, d)) / np.sqrt(d)
+    Y = np.tanh(X[:, :2])
+    optimizer = {"sgd": tp.SGD(), "momentum": tp.SGD(momentum=0.9), "adam": tp.Adam()}[opt]
+    lr = {"sgd": 0.5, "momentum": 0.1, "adam": 0.01}[opt]
+    r = tp.Routine(X, Y, lr=lr, batch_size=B, optimizer=optimizer,
+                   eval_inputs=rng.standard_normal((E, d)) / np.sqrt(d))
+    rule = "sgd" if opt == "momentum" else opt
+    return tp.MLP(tp.mup(1, optimizer=rule), d, 2, phi=phi), r
+
+
+def measure_one_hidden(run):
+    label, opt, phi, N, T, B, E, d, stats = run
+    net, r = one_hidden_problem(opt, phi, T, B, E, d)
+    kw = dict(particles=N, replicates=1, record=("stats",) if stats else (), time_budget=None,
+              workers=1)
+    small_net, small_r = one_hidden_problem(opt, phi, 3, B, E, d)
+    tp.simulate_limit(small_net, small_r, **{**kw, "particles": 1024})          # warm-up
+    plan = prepare_limit(net, r, **kw)
+    t0 = time.perf_counter()
+    tp.simulate_limit(net, r, **kw)
+    wall = time.perf_counter() - t0
+    units = one_hidden_cost.cost_units(plan.problem, plan.engine.particles, stats)
+    return plan.engine.info["time_estimate_s"], wall, units
+
+
 def finite_problem(opt, L, T, B, E, d=8):
     rng = np.random.default_rng(0)
     X = rng.standard_normal((T * B, d)) / np.sqrt(d)
@@ -138,9 +186,13 @@ def main():
     ap.add_argument("--fit", action="store_true")
     ap.add_argument("--quick", action="store_true", help="six of the runs")
     ap.add_argument("--finite", action="store_true", help="finite networks (train_finite)")
+    ap.add_argument("--one-hidden", action="store_true",
+                    help="the one-hidden-layer limit's host kernel")
     args = ap.parse_args()
     if args.finite:
         return main_finite(args)
+    if args.one_hidden:
+        return main_one_hidden(args)
     print("| job | L | N | T | B | E | estimate (s) | wall (s) | wall / estimate |\n"
           "|---|---|---|---|---|---|---|---|---|", flush=True)
     rows, walls = [], []
@@ -172,6 +224,23 @@ def main_finite(args):
         walls.append(wall)
     if args.fit:
         fit(rows, walls, finite_cost.NAMES)
+
+
+def main_one_hidden(args):
+    print("| job | N | T | B | E | d | estimate (s) | wall (s) | wall / estimate |\n"
+          "|---|---|---|---|---|---|---|---|---|", flush=True)
+    rows, walls = [], []
+    for i, run in enumerate(ONE_HIDDEN_RUNS):
+        if args.quick and i not in ONE_HIDDEN_QUICK:
+            continue
+        est, wall, units = measure_one_hidden(run)
+        label, _, _, N, T, B, E, d, _ = run
+        print(f"| {label} | {N:,} | {T} | {B} | {E} | {d} | {est:.2f} | {wall:.2f} | "
+              f"{wall / est:.2f} |", flush=True)
+        rows.append(units)
+        walls.append(wall)
+    if args.fit:
+        fit(rows, walls, one_hidden_cost.NAMES)
 
 
 def fit(rows, walls, names):

@@ -15,11 +15,19 @@ import pytest
 import tp_limits as tp
 
 
+def _foreground():
+    """In the child: Ctrl-C's default disposition, as a terminal gives a foreground job.  A
+    test run started in the background of a non-interactive shell inherits SIGINT ignored
+    (POSIX), and a Python started that way keeps ignoring it: no program can be
+    interrupted there, so the test would measure its harness, not the package."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_demo(out, command=("demo",)):
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONUNBUFFERED="1")
     proc = subprocess.Popen([sys.executable, "-m", "tp_limits", *command, "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_foreground)
     text = {"err": "", "out": ""}
 
     def pump(stream, key):
@@ -83,6 +91,25 @@ def test_ctrl_c_in_the_demo_keeps_the_finished_work(phase, tmp_path):
         assert len(finished) >= 4
         assert all(not tp.Trajectory.load(f).interrupted for f in finished)
     assert not list(tmp_path.glob(".demo.incomplete"))
+
+
+def test_a_second_ctrl_c_during_the_clean_up_keeps_the_partial_summary(tmp_path):
+    """Two presses 0.5 s apart (an impatient user): the second lands while the first one's
+    report is being written, and must not cost the PARTIAL summary."""
+    out = tmp_path / "demo"
+    proc, text = start_demo(out)
+    wait_for(proc, text, r"finite networks:\s+\d+%.*\| *([4-9]|\d\d)/48")
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.5)
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+    interrupt_done = proc.wait(timeout=60)
+    time.sleep(0.3)
+    assert interrupt_done == 130, text["err"][-2000:]
+    assert "Traceback" not in text["err"] and "PARTIAL" in text["err"], text["err"][-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is False
+    assert (out / "summary.md").read_text().count("PARTIAL") >= 1
 
 
 SWEEP = """

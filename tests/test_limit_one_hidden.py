@@ -381,3 +381,35 @@ def test_record_nothing_allocates_no_coordinate_moments():
         tr = tp.simulate_limit(tp.MLP(tp.mup(1), 2, 1), d1(), particles=2000, replicates=1,
                                record=())
     assert made and all(m is None for m in made) and not tr.stats
+
+
+def test_the_one_hidden_estimate_prices_the_sweep_and_refuses_before_any_work(monkeypatch):
+    """limit/fused/cost.py: the multiply-adds grow with (2B + E)(d + d_out), a piecewise
+    linear φ costs no evaluations, Adam's two state arrays are priced; a run beyond
+    time_budget is refused before a particle is drawn, and the estimate is in meta."""
+    from tp_limits.limit.fused import cost
+    from tp_limits.spec import Problem
+    X = np.random.default_rng(0).standard_normal((400, 3))
+    r = tp.Routine(X, X[:, :1], lr=0.1, batch_size=4)
+
+    def units(phi, routine=r, optimizer="sgd"):
+        net = tp.MLP(tp.mup(1, optimizer=optimizer), 3, 1, phi=phi)
+        return dict(zip(cost.NAMES, cost.cost_units(Problem(net, routine), 1000, False)))
+    tanh, relu = units("tanh"), units("relu")
+    T, B, E = r.steps, 4, len(r.eval_inputs)
+    assert tanh["mac"] == 1000 * T * (2 * B + E) * 4 and relu["phi"] == 0 < tanh["phi"]
+    adam = units("tanh", tp.Routine(X, X[:, :1], lr=0.1, batch_size=4, optimizer=tp.Adam()),
+                 "adam")
+    assert adam["state"] == 2 * adam["pass"] and tanh["state"] == 0
+
+    net = tp.MLP(tp.mup(1), 3, 1)
+
+    def no_particles(*a, **k):
+        raise AssertionError("a refused run drew its particles")
+    monkeypatch.setattr("tp_limits.limit.fused.engine.random_particles", no_particles)
+    with pytest.raises(tp.SpecError, match="one-hidden-layer Monte Carlo run .* estimated at"):
+        tp.simulate_limit(net, r, particles=2 ** 20, replicates=8, time_budget=1.0, record=())
+    monkeypatch.undo()
+    tr = tp.simulate_limit(net, tp.Routine(X[:8], X[:8, :1], lr=0.1, batch_size=4),
+                           particles=2 ** 12, replicates=2)
+    assert 0 < tr.meta["time_estimate_s"] < 1

@@ -263,9 +263,9 @@ LIMIT_OPTIONS = (
                    "replicates), 'antithetic' (default for one replicate) or 'mc'",
                    "limit.sampler", knob=True, optional=True),
     Option("time_budget", 3600.0, check_time_budget,
-           "deep Monte Carlo: refuse, before any work, a run estimated (its measured cost "
-           "model) to take longer than this many seconds (None: no limit; "
-           "meta['time_estimate_s'])",
+           "Monte Carlo (deep, and one hidden layer on the host): refuse, before any work, "
+           "a run estimated (its measured cost model) to take longer than this many seconds "
+           "(None: no limit; meta['time_estimate_s'])",
            "limit.time_budget", "number", knob=True),
 )
 

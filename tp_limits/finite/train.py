@@ -16,7 +16,8 @@ from ..engine.backend import get_backend
 from ..engine.memory import require_memory
 from ..engine.meta import run_meta
 from ..engine.options import FINITE_OPTIONS, option_record
-from ..engine.progress import duration, progress_bar
+from ..engine.budget import refuse_beyond_budget
+from ..engine.progress import progress_bar
 from ..engine.status import RunStatus
 from ..engine.steps import StepLoop
 from ..engine.trajectory import Trajectory, Weights
@@ -71,16 +72,13 @@ def prepare_finite(net: MLP, routine: Routine, width: int, **options) -> FiniteP
                    advice="lower the width, use dtype=numpy.float32, or record=() (no W_0 "
                           "copy, no (T+1)·E·E feature kernels)")
     estimate = time_estimate(problem, width, o.record)
-    if o.time_budget is not None and estimate > o.time_budget:
-        raise SpecError(
-            f"training width {width} is estimated at {duration(estimate)} on two cores "
-            f"(T = {problem.T} steps, L = {net.L}"
-            + (", a history-based matrix update whose cost grows with the steps"
-               if problem.optimizer.pair_matrix else "")
-            + (f", record={tuple(o.record)!r}" if o.record else "")
-            + f"), beyond time_budget = {duration(o.time_budget)}; pass a larger "
-            "time_budget, or time_budget=None to run it anyway (a smaller width, fewer "
-            "steps or record=() shorten it)")
+    refuse_beyond_budget(
+        estimate, o.time_budget,
+        f"training width {width} (T = {problem.T} steps, L = {net.L}"
+        + (", a history-based matrix update whose cost grows with the steps"
+           if problem.optimizer.pair_matrix else "")
+        + (f", record={tuple(o.record)!r}" if o.record else "") + ")",
+        "a smaller width, fewer steps or record=()")
     return FinitePlan(problem, width, o, b, estimate)
 
 

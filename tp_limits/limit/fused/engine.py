@@ -27,6 +27,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ...engine.budget import refuse_beyond_budget
 from ...engine.memory import require_particles, usable_bytes
 from ...engine.progress import compile_notice
 from ...engine.steps import StepLoop, check_size
@@ -38,6 +39,7 @@ from ..sampling import Draws
 from .blocks import MIN_BLOCK, block_size
 from .columns import STAT_FIELDS, SweepColumns, n_columns
 from .contract import SweepData, sweep_args
+from .cost import time_estimate
 from ..exact.one_hidden import linear_one_hidden
 from .particles import MAX_NODES, quadrature_particles, random_particles
 from .phi import cache_pays, cache_planes
@@ -142,6 +144,15 @@ class ParticleEngine(FeatureLearningEngine):
             self.bar_total = problem.T * options.replicates
             self.info = {"kernel": self.kernel, "particles": self.particles,
                          "sampler": self.sampler}
+            if self.kernel == "numba":            # the host kernel's measured prices
+                estimate = time_estimate(problem, self.particles, self.stats,
+                                         options.replicates, at_once)
+                refuse_beyond_budget(
+                    estimate, options.time_budget,
+                    f"this one-hidden-layer Monte Carlo run (T = {problem.T} steps, "
+                    f"{self.particles:,} particles, replicates = {options.replicates})",
+                    "fewer steps, particles or replicates")
+                self.info["time_estimate_s"] = round(estimate, 3)
         self.info["phi_cache"] = self.cache_phi
         # the pre-activation tiles of the fused kernel, one choice for the run (tiling.py)
         self.info["tiles"] = (tiles_for(net.d_in, problem.B, self.cache_phi)

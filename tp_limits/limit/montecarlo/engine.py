@@ -8,7 +8,8 @@ from threadpoolctl import threadpool_limits
 
 from ...engine.heap import reused_heap
 from ...engine.memory import require_particles
-from ...engine.progress import compile_notice, duration
+from ...engine.budget import refuse_beyond_budget
+from ...engine.progress import compile_notice
 from ...errors import SpecError
 from ..base import FeatureLearningEngine
 from ..replicates import run_replicates
@@ -139,14 +140,11 @@ class MonteCarloEngine(FeatureLearningEngine):
         self.bar_total = problem.T * options.replicates
         estimate = time_estimate(problem, self.particles, options.dtype, options.replicates,
                                  self.workers, partners * (2 if debias else 1))
-        if options.time_budget is not None and estimate > options.time_budget:
-            raise SpecError(
-                f"this deep Monte Carlo run is estimated at {duration(estimate)} on two "
-                f"cores (its cost grows like T²: T = {problem.T} steps, "
-                f"{self.particles:,} particles, replicates = {options.replicates}), beyond "
-                f"time_budget = {duration(options.time_budget)}; pass a larger time_budget, "
-                "or time_budget=None to run it anyway (fewer steps, particles or replicates "
-                "shorten it)")
+        refuse_beyond_budget(
+            estimate, options.time_budget,
+            f"this deep Monte Carlo run (its cost grows like T²: T = {problem.T} steps, "
+            f"{self.particles:,} particles, replicates = {options.replicates})",
+            "fewer steps, particles or replicates")
         self.info = {"particles": self.particles, "zdot": zdot.name, "workers": self.workers,
                      "sampler": self.sampler, "time_estimate_s": round(estimate, 3)}
         if partners:
