@@ -209,3 +209,21 @@ def test_a_monte_carlo_limit_is_measured_on_its_pooled_replicates():
     assert np.allclose(got - got.mean(), pv - pv.mean(), rtol=0, atol=1e-13)
     per = np.array([measure(x) for x in runs])
     assert not np.allclose(got, per)
+
+
+def test_a_sweep_priced_beyond_its_time_budget_is_refused_before_any_run(monkeypatch):
+    """time_budget is the whole sweep's: the grid and one search per curve at every seed
+    and replicate, priced by the engines' cost models, summed; refused before a run."""
+    import tp_limits.analysis.lr_sweep as mod
+    net = tp.MLP(tp.mup(2), 2, 1, phi="tanh")
+    r = repeated_d1(10)
+
+    def no_run(*a, **k):
+        raise AssertionError("a refused sweep ran")
+    monkeypatch.setattr(mod, "train_finite", no_run)
+    monkeypatch.setattr(mod, "simulate_limit", no_run)
+    with pytest.raises(tp.SpecError, match=r"this sweep .* 3 widths × 4 seeds .* estimated at"):
+        tp.lr_sweep(net, r, [0.1, 0.2, 0.4], widths=[1024, 2048, 4096], seeds=4,
+                    particles=4000, replicates=4, time_budget=1.0, progress=False)
+    with pytest.raises(tp.SpecError, match="time_budget"):
+        tp.lr_sweep(net, r, [0.1, 0.2, 0.4], widths=[32, 64], seeds=2, time_budget=-1)

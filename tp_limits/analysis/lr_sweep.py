@@ -32,9 +32,11 @@ from ..engine.options import (
     MAX_WIDTH,
     check_executor,
     check_seeds,
+    check_time_budget,
     check_train_kwargs,
     check_widths,
 )
+from ..engine.budget import refuse_beyond_budget
 from ..engine.progress import progress_bar
 from ..errors import SpecError, TPError, UnstableParametrizationError, UnsupportedError
 from ..finite.train import prepare_finite, train_finite
@@ -398,7 +400,10 @@ def lr_sweep(net: MLP, routine: Routine, lrs, widths=(), seeds=8, limit: bool = 
     executor : None (local process pool), 'serial', a concurrent.futures
         Executor, or a Dask ``distributed.Client``: the finite runs are spread
         over it, with results identical to a serial run.
-    train_kwargs : passed to :func:`~tp_limits.train_finite`.
+    train_kwargs : passed to :func:`~tp_limits.train_finite`; its ``time_budget``
+        (default an hour) is the whole sweep's: the grid and one search per curve, at
+        every seed and replicate, priced by the engines' cost models, are refused
+        before any work when they add up to more (None: no limit).
 
     ``optimal_lr[w]`` is (η*, low, high); ``optima[w]`` the whole
     :class:`~tp_limits.analysis.optimum.Optimum` (standard error and its degrees
@@ -508,12 +513,24 @@ def check_sweep(net: MLP, routine: Routine, lrs, widths=(), seeds=8, limit: bool
     if widths and callable(metric):                  # the finite runs carry the metric
         check_picklable(executor, metric=metric)
     check_train_kwargs(train_kwargs, "lr_sweep", ("seed", "record", "on_divergence"))
-    if widths:                                       # the finite engine's own checks
-        prepare_finite(net, routine, max(widths), **{**train_kwargs, "record": (),
-                                                     "on_divergence": "stop"})
+    budget = check_time_budget(train_kwargs.get("time_budget", 3600.0))
+    # the sweep's price: every grid point and one minimum's search per curve, each at
+    # every seed (replicate), at the engines' measured costs (docs/performance.md)
+    points, total = len(lrs) + refine, 0.0
+    for w in widths:                                 # the finite engine's own checks
+        plan = prepare_finite(net, routine, w, **{**train_kwargs, "record": (),
+                                                  "on_divergence": "stop", "time_budget": None})
+        total += points * len(seeds) * plan.time_estimate
     if limit:
         try:                                         # memory and options of the limit
-            prepare_limit(net, routine, particles=particles, replicates=1, f0="zero")
+            plan = prepare_limit(net, routine, particles=particles, replicates=1, f0="zero",
+                                 time_budget=None)
+            total += points * replicates * plan.engine.info.get("time_estimate_s", 0.0)
         except (UnstableParametrizationError, UnsupportedError):
             pass                                     # no limit: the sweep says why
+    refuse_beyond_budget(
+        total, budget, f"this sweep ({len(lrs)} learning rates and up to {refine} more per "
+        f"curve, at {len(widths)} widths × {len(seeds)} seeds"
+        + (f" and the limit × {replicates} replicates" if limit else "") + ")",
+        "fewer widths, seeds, replicates, learning rates or a smaller refine")
     return lrs, widths, seeds, spec, executor

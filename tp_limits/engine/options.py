@@ -82,7 +82,7 @@ def check_divergence_bound(bound):
 
 
 def check_time_budget(budget):
-    """Seconds a deep Monte Carlo run may be estimated to take (None: no limit)."""
+    """Seconds a run or a study may be estimated to take (None: no limit)."""
     if budget is None:
         return None
     return finite_positive(budget, "time_budget")
