@@ -380,3 +380,28 @@ def test_the_estimate_is_in_the_trajectory_and_none_lifts_the_budget():
     r = tp.Routine(X, X[:, :1], lr=0.1, batch_size=2)
     tr = tp.train_finite(tp.MLP(tp.mup(2), 2, 1), r, 64, time_budget=None, record=())
     assert 0 < tr.meta["time_estimate_s"] < 1
+
+
+def test_a_long_initialization_says_what_it_is_doing(monkeypatch, capsys):
+    """An orthogonal or spectral n x n layer is one big factorization with no progress bar:
+    it is announced after a second (step_notice), a Gaussian draw is not wrapped."""
+    import time
+    import tp_limits.finite.network as network
+    from tp_limits.engine.progress import step_notice
+    with step_notice("factoring a test matrix", "test matrix factored", after=0.01):
+        time.sleep(0.1)
+    err = capsys.readouterr().err
+    assert "tp_limits: factoring a test matrix..." in err and "test matrix factored in" in err
+    seen = []
+
+    def record(doing, done, after=1.0):
+        seen.append(doing)
+        return step_notice(doing, done, after)
+    monkeypatch.setattr(network, "step_notice", record)
+    X = np.eye(3)[:2]
+    r = tp.Routine(X, X[:, :1], lr=0.1, batch_size=2)
+    tp.train_finite(tp.MLP(tp.mup(2), 3, 1, init="orthogonal"), r, 32, record=())
+    assert "orthogonal initialization of layer 2 (32 × 32)" in seen
+    seen.clear()
+    tp.train_finite(tp.MLP(tp.mup(2), 3, 1), r, 32, record=())
+    assert seen == []

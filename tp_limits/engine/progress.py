@@ -35,16 +35,16 @@ def progress_bar(enabled: bool, total: int, desc: str, per_step: float | None = 
 
 
 @contextlib.contextmanager
-def compile_notice(what: str, after: float = 1.0):
-    """Say so on stderr when the block (a first call of a Numba kernel) takes more than
-    ``after`` seconds: that is a compilation, done once and then cached on disk."""
+def step_notice(doing: str, done: str, after: float = 1.0):
+    """Say on stderr what a long step without a progress bar is doing (a compile, one big
+    factorization) when it takes more than ``after`` seconds, and how long it took: a
+    silent minute looks like a hang."""
     started = time.perf_counter()
     shown = threading.Event()
 
     def show():
         shown.set()
-        print(f"tp_limits: compiling {what} (first use; cached on disk afterwards)...",
-              file=sys.stderr, flush=True)
+        print(f"tp_limits: {doing}...", file=sys.stderr, flush=True)
     timer = threading.Timer(after, show)
     timer.daemon = True
     timer.start()
@@ -53,8 +53,15 @@ def compile_notice(what: str, after: float = 1.0):
     finally:
         timer.cancel()
         if shown.is_set():
-            print(f"tp_limits: compiled {what} in {time.perf_counter() - started:.0f} s",
+            print(f"tp_limits: {done} in {time.perf_counter() - started:.0f} s",
                   file=sys.stderr, flush=True)
+
+
+def compile_notice(what: str, after: float = 1.0):
+    """:func:`step_notice` for a first call of a Numba kernel: a compilation, done once and
+    then cached on disk."""
+    return step_notice(f"compiling {what} (first use; cached on disk afterwards)",
+                       f"compiled {what}", after)
 
 
 def duration(seconds: float) -> str:

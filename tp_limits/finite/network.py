@@ -27,10 +27,13 @@ W^l_t by W̃^l_0 + (W^l_t - W^l_0), with W̃^l_0 an independent copy of W^l_0
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from ..engine.backend import Backend, numpy_backend
 from ..engine.normals import standard_normal
+from ..engine.progress import step_notice
 from ..engine.steps import DIVERGENCE_BOUND, check_size
 from ..spec import MLP, SGD
 from ..spec import initializations
@@ -105,10 +108,15 @@ class FiniteNetwork:
         if std == 0.0:
             return self.b.xp.zeros(shape, dtype=self.dtype)
         G = standard_normal(rng, shape)
-        # the norm's host backend is built only by the schemes that ask for a norm
-        G = initializations.finite_matrix(
-            self.net.init, G, l, self.net.L + 1, self.n,
-            lambda M: operator_norm(M, numpy_backend(), rtol=INIT_RTOL))
+        # the norm's host backend is built only by the schemes that ask for a norm; an
+        # orthogonal n x n layer is one QR, minutes at n = 20 000: said while it runs
+        notice = (contextlib.nullcontext() if self.net.init == "gaussian" else
+                  step_notice(f"{self.net.init} initialization of layer {l + 1} "
+                              f"({shape[0]} × {shape[1]})", f"layer {l + 1} initialized"))
+        with notice:
+            G = initializations.finite_matrix(
+                self.net.init, G, l, self.net.L + 1, self.n,
+                lambda M: operator_norm(M, numpy_backend(), rtol=INIT_RTOL))
         G *= std
         return self.b.asarray(G, self.dtype)
 
