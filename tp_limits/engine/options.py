@@ -292,7 +292,7 @@ FINITE_OPTIONS = (
     Option("time_budget", 3600.0, check_time_budget,
            "refuse, before any work, a run estimated (its measured cost model) to take "
            "longer than this many seconds (None: no limit; meta['time_estimate_s'])",
-           "finite.time_budget", "number"),
+           "finite.time_budget", "number", knob=True),
 )
 
 

@@ -98,7 +98,7 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
                  dtype=np.float64, backprop: str = "exact", record=("stats", "spectral"),
                  on_divergence: str = "raise", progress: bool = False,
                  divergence_bound: float | None = 1e10, keep_weights: bool = False,
-                 time_budget: float | None = 3600.0) -> Trajectory:
+                 **knobs) -> Trajectory:
     """Train ``net`` at width ``width`` on ``routine``; return its :class:`Trajectory`.
 
     Parameters
@@ -120,10 +120,10 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
         the biases of a network with them, of the initial network and after the last
         completed step as ``Trajectory.weights`` (host arrays; a copy of W_0 is kept
         during the run).
-    time_budget : refuse, before any work, a run whose estimate (finite/cost.py, a
-        cost model fitted to measured runs: docs/performance.md, "Time estimates")
-        exceeds this many seconds; None runs anything.  The estimate is in
-        ``meta['time_estimate_s']``.
+    knobs : ``time_budget`` (a keyword, default 3600 s): refuse, before any work, a run
+        whose estimate (finite/cost.py, a cost model fitted to measured runs:
+        docs/performance.md, "Time estimates") exceeds this many seconds; None runs
+        anything.  The estimate is in ``meta['time_estimate_s']``.
 
     The optimizer and its hyperparameters (momentum, weight decay, Adam's β
     and ε, all width-free) are the routine's ``optimizer`` (docs/theory.md §10).
@@ -134,7 +134,7 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
     plan = prepare_finite(net, routine, width, seed=seed, backend=backend, dtype=dtype,
                           backprop=backprop, record=record, on_divergence=on_divergence,
                           progress=progress, divergence_bound=divergence_bound,
-                          keep_weights=keep_weights, time_budget=time_budget)
+                          keep_weights=keep_weights, **knobs)
     return run_finite(plan)
 
 
