@@ -6,8 +6,8 @@ finite/cost.py, ``COST``; docs/performance.md, "Time estimates").
 
 ``--finite`` measures ``train_finite`` (finite/cost.py's terms: dense, vec, call, state,
 stats, spectral, spectral_flat, lowrank, small), ``--one-hidden`` the one-hidden-layer
-limit's host kernel (limit/fused/cost.py: sweep, state, stats, call), instead of the deep
-limit.
+limit's host kernel (limit/fused/cost.py: mac, phi, pass, state, stats, call), instead of
+the deep limit.
 
 Each configuration runs once, in this process, after a warm-up run of its kind (the
 compiles are not part of a run's cost).  The estimate is the engine's own
@@ -181,66 +181,43 @@ def measure(run, replicates=1):
     return plan.engine.info["time_estimate_s"], wall, units
 
 
+#: each mode: its runs, the quick subset, how one is measured, the table's size columns
+#: and how a run fills them, and the names of its cost terms
+MODES = {
+    "deep": (RUNS, QUICK, measure, "L | N | T | B | E",
+             lambda r: f"{r[2]} | {r[4]:,} | {r[5]} | {r[6]} | {r[7]}",
+             ("hist", "step", "call", "pair", "core")),
+    "finite": (FINITE_RUNS, FINITE_QUICK, measure_finite, "L | n | T | B | E",
+               lambda r: f"{r[2]} | {r[3]:,} | {r[4]} | {r[5]} | {r[6]}", finite_cost.NAMES),
+    "one_hidden": (ONE_HIDDEN_RUNS, ONE_HIDDEN_QUICK, measure_one_hidden, "N | T | B | E | d",
+                   lambda r: f"{r[3]:,} | {r[4]} | {r[5]} | {r[6]} | {r[7]}",
+                   one_hidden_cost.NAMES),
+}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fit", action="store_true")
-    ap.add_argument("--quick", action="store_true", help="six of the runs")
+    ap.add_argument("--quick", action="store_true", help="a few of the runs")
     ap.add_argument("--finite", action="store_true", help="finite networks (train_finite)")
     ap.add_argument("--one-hidden", action="store_true",
                     help="the one-hidden-layer limit's host kernel")
     args = ap.parse_args()
-    if args.finite:
-        return main_finite(args)
-    if args.one_hidden:
-        return main_one_hidden(args)
-    print("| job | L | N | T | B | E | estimate (s) | wall (s) | wall / estimate |\n"
+    mode = "finite" if args.finite else "one_hidden" if args.one_hidden else "deep"
+    runs, quick, measure_one, columns, cells, names = MODES[mode]
+    print(f"| job | {columns} | estimate (s) | wall (s) | wall / estimate |\n"
           "|---|---|---|---|---|---|---|---|---|", flush=True)
     rows, walls = [], []
-    for i, run in enumerate(RUNS):
-        if args.quick and i not in QUICK:
+    for i, run in enumerate(runs):
+        if args.quick and i not in quick:
             continue
-        est, wall, units = measure(run)
-        label, _, L, _, N, T, B, E = run
-        print(f"| {label} | {L} | {N:,} | {T} | {B} | {E} | {est:.2f} | {wall:.2f} | "
-              f"{wall / est:.2f} |", flush=True)
+        est, wall, units = measure_one(run)
+        print(f"| {run[0]} | {cells(run)} | {est:.2f} | {wall:.2f} | {wall / est:.2f} |",
+              flush=True)
         rows.append(units)
         walls.append(wall)
     if args.fit:
-        fit(rows, walls, ("hist", "step", "call", "pair", "core"))
-
-
-def main_finite(args):
-    print("| job | L | n | T | B | E | estimate (s) | wall (s) | wall / estimate |\n"
-          "|---|---|---|---|---|---|---|---|---|", flush=True)
-    rows, walls = [], []
-    for i, run in enumerate(FINITE_RUNS):
-        if args.quick and i not in FINITE_QUICK:
-            continue
-        est, wall, units = measure_finite(run)
-        label, _, L, n, T, B, E, _ = run
-        print(f"| {label} | {L} | {n:,} | {T} | {B} | {E} | {est:.2f} | {wall:.2f} | "
-              f"{wall / est:.2f} |", flush=True)
-        rows.append(units)
-        walls.append(wall)
-    if args.fit:
-        fit(rows, walls, finite_cost.NAMES)
-
-
-def main_one_hidden(args):
-    print("| job | N | T | B | E | d | estimate (s) | wall (s) | wall / estimate |\n"
-          "|---|---|---|---|---|---|---|---|---|", flush=True)
-    rows, walls = [], []
-    for i, run in enumerate(ONE_HIDDEN_RUNS):
-        if args.quick and i not in ONE_HIDDEN_QUICK:
-            continue
-        est, wall, units = measure_one_hidden(run)
-        label, _, _, N, T, B, E, d, _ = run
-        print(f"| {label} | {N:,} | {T} | {B} | {E} | {d} | {est:.2f} | {wall:.2f} | "
-              f"{wall / est:.2f} |", flush=True)
-        rows.append(units)
-        walls.append(wall)
-    if args.fit:
-        fit(rows, walls, one_hidden_cost.NAMES)
+        fit(rows, walls, names)
 
 
 def fit(rows, walls, names):

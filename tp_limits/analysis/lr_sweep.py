@@ -29,12 +29,14 @@ from ..engine.executors import (
     run_tasks,
 )
 from ..engine.options import (
+    FINITE_OPTIONS,
     MAX_WIDTH,
     check_executor,
     check_seeds,
     check_time_budget,
     check_train_kwargs,
     check_widths,
+    option_default,
 )
 from ..engine.budget import refuse_beyond_budget
 from ..engine.progress import progress_bar
@@ -513,7 +515,8 @@ def check_sweep(net: MLP, routine: Routine, lrs, widths=(), seeds=8, limit: bool
     if widths and callable(metric):                  # the finite runs carry the metric
         check_picklable(executor, metric=metric)
     check_train_kwargs(train_kwargs, "lr_sweep", ("seed", "record", "on_divergence"))
-    budget = check_time_budget(train_kwargs.get("time_budget", 3600.0))
+    budget = check_time_budget(train_kwargs.get(
+        "time_budget", option_default(FINITE_OPTIONS, "time_budget")))
     # the sweep's price: every grid point and one minimum's search per curve, each at
     # every seed (replicate), at the engines' measured costs (docs/performance.md)
     points, total = len(lrs) + refine, 0.0

@@ -300,6 +300,12 @@ def option_names(table) -> tuple:
     return tuple(o.name for o in table)
 
 
+def option_default(table, name: str):
+    """The declared default of option ``name`` of ``table`` (one source for every caller
+    that must compare with it or stand in for it)."""
+    return next(o.default for o in table if o.name == name)
+
+
 def check_options(table, given: dict, who: str) -> dict:
     """The given options checked against ``table`` (unknown names refused, listing the
     valid ones): name -> cleaned value, for the given ones only."""

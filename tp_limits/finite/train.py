@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine.backend import get_backend
+from ..engine.budget import refuse_beyond_budget
 from ..engine.memory import require_memory
 from ..engine.meta import run_meta
 from ..engine.options import FINITE_OPTIONS, option_record
-from ..engine.budget import refuse_beyond_budget
 from ..engine.progress import progress_bar
 from ..engine.status import RunStatus
 from ..engine.steps import StepLoop

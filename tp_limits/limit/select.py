@@ -35,7 +35,7 @@ selecting an engine is the last step before any work.
 """
 from __future__ import annotations
 
-from ..engine.options import LIMIT_OPTIONS
+from ..engine.options import LIMIT_OPTIONS, option_default
 from ..errors import SpecError, UnstableParametrizationError, UnsupportedError
 from .exact import LinearEngine as DeepLinear
 from .montecarlo import MonteCarloEngine
@@ -99,21 +99,19 @@ def select_engine(problem, options):
 
 def _refuse_kernel_knobs(options, label: str) -> None:
     """The kernel engine's knobs refused in a feature-learning limit, whose f_0 is 0 by
-    the mathematics (feature learning forces a_{L+1} + b_{L+1} ≥ 1, docs/theory.md §1.2): an f_0 array or a
-    number of NNGP draws would change nothing.  ``f0='zero'`` agrees with that limit and
+    the mathematics (feature learning forces a_{L+1} + b_{L+1} ≥ 1, docs/theory.md
+    §1.2): an f_0 array or a number of NNGP draws would change nothing.  ``f0='zero'`` agrees with that limit and
     passes (studies that treat every regime alike ask for it)."""
     asked = []
     if not (isinstance(options.f0, str) and options.f0 in ("sample", "zero")):
         asked.append("f0 given as an array")
-    if options.samples != _DEFAULT["samples"]:
+    if options.samples != option_default(LIMIT_OPTIONS, "samples"):
         asked.append(f"samples={options.samples!r}")
     if asked:
         raise SpecError(f"{' and '.join(asked)} does not apply: {label} is feature learning, "
                         "so its limit starts from f_0 = 0 (no NNGP draw); f0 and samples "
                         "are knobs of the kernel-regime limit — leave them at their defaults")
 
-
-_DEFAULT = {o.name: o.default for o in LIMIT_OPTIONS}
 
 #: the knobs only the deep Monte Carlo engine reads (defaults: the option table's)
 DEEP_KNOBS = ("zdot", "partners", "debias_partners")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from ...engine.budget import refuse_beyond_budget
 from ...engine.heap import reused_heap
 from ...engine.memory import require_particles
-from ...engine.budget import refuse_beyond_budget
 from ...engine.progress import compile_notice
 from ...errors import SpecError
 from ..base import FeatureLearningEngine
