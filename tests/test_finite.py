@@ -405,3 +405,30 @@ def test_a_long_initialization_says_what_it_is_doing(monkeypatch, capsys):
     seen.clear()
     tp.train_finite(tp.MLP(tp.mup(2), 3, 1), r, 32, record=())
     assert seen == []
+
+
+def test_eval_every_evaluates_only_its_steps_and_changes_nothing_else():
+    """eval_every = k: f on the evaluation inputs and the statistics at every k-th step and
+    at 0 and T, the very values of a run that evaluates every step (evaluating moves no
+    weight), NaN elsewhere; the steps in meta; training itself untouched; the estimate
+    prices only the evaluations made."""
+    from conftest import D1
+    net = tp.MLP(tp.mup(2), 2, 1, phi="tanh")
+    r = tp.Routine(X=np.tile(D1["X"], (4, 1)), Y=np.tile(D1["Y"], (4, 1)),
+                   eval_inputs=D1["eval_inputs"], lr=0.5)
+    every = tp.train_finite(net, r, 64, seed=3, record=("stats",))
+    some = tp.train_finite(net, r, 64, seed=3, record=("stats",), eval_every=4)
+    T = len(every.loss)
+    steps = sorted(set(range(0, T + 1, 4)) | {T})
+    assert some.meta["eval_steps"] == steps and every.meta["eval_steps"] == list(range(T + 1))
+    others = [t for t in range(T + 1) if t not in steps]
+    assert others and np.all(np.isnan(some.f_eval[others]))
+    np.testing.assert_array_equal(some.f_eval[steps], every.f_eval[steps])
+    np.testing.assert_array_equal(some.loss, every.loss)
+    np.testing.assert_array_equal(some.f_train, every.f_train)
+    for key in ("h_rms", "dh_rms", "dWx_rms", "feature_kernel", "frobenius_ratio"):
+        np.testing.assert_array_equal(some.stats[key][steps], every.stats[key][steps])
+        assert np.all(np.isnan(some.stats[key][others])), key
+    assert some.meta["time_estimate_s"] < every.meta["time_estimate_s"]
+    with pytest.raises(tp.SpecError, match="eval_every"):
+        tp.train_finite(net, r, 64, eval_every=0)

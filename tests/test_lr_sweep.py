@@ -200,8 +200,10 @@ def test_a_monte_carlo_limit_is_measured_on_its_pooled_replicates():
     lrs = [0.1, 0.3, 0.9]
     sw = tp.lr_sweep(net, r, lrs, particles=400, replicates=3, metric="eval_loss", refine=0,
                      progress=False)
+    T = Problem(net, r).T          # the sweep's runs evaluate at 0 and T only (eval_every)
     runs = [tp.simulate_limit(net, r.with_lr(0.3), particles=400, replicates=1, seed=s,
-                              f0="zero", record=(), progress=False) for s in range(3)]
+                              f0="zero", record=(), progress=False, eval_every=T)
+            for s in range(3)]
     measure = lambda tr: tr.stats["eval_loss"][-1]              # noqa: E731
     got = sw.values("inf")[1]
     pv = pseudo_values(Problem(net, r), runs, measure)
@@ -227,3 +229,32 @@ def test_a_sweep_priced_beyond_its_time_budget_is_refused_before_any_run(monkeyp
                     particles=4000, replicates=4, time_budget=1.0, progress=False)
     with pytest.raises(tp.SpecError, match="time_budget"):
         tp.lr_sweep(net, r, [0.1, 0.2, 0.4], widths=[32, 64], seeds=2, time_budget=-1)
+
+
+@pytest.mark.filterwarnings("ignore:lr_sweep")
+def test_a_built_in_metric_evaluates_only_the_ends_and_gets_the_same_sweep():
+    """A built-in metric reads the last step alone, so the sweep's runs evaluate the held-out
+    inputs at 0 and T only: the same values as runs that evaluate every step, in the
+    finite widths and in the one-hidden-layer limit (whose particles do not depend on
+    what is evaluated; the deep Monte Carlo's history holds the evaluated rows, so there
+    the two are equally good estimates, not the same numbers); a metric function sees
+    every step."""
+    data = tp.datasets.digits(classes=3, n_train=48, seed=1)
+    r = data.routine(lr=0.5, batch_size=8, steps=6, n_eval=30)
+    net = tp.MLP(tp.mup(1), data.d_in, 3, phi="tanh")
+    kw = dict(widths=[32, 64], seeds=2, metric="eval_loss", replicates=2, particles=1_000,
+              executor="serial", progress=False, refine=0)
+    lrs = [0.1, 0.5, 2.0]
+    ends = tp.lr_sweep(net, r, lrs, **kw)
+    every = tp.lr_sweep(net, r, lrs, eval_every=1, **kw)
+    fin = lambda sw: [(x["width"], x["lr"], x["seed"], x["value"]) for x in sw.records]  # noqa
+    assert fin(ends) == fin(every)
+    np.testing.assert_allclose(ends.values("inf"), every.values("inf"), rtol=1e-12)
+    seen = []
+
+    def final_eval_loss(tr):
+        seen.append(int(np.sum(np.isnan(tr.f_eval))))
+        return tr.stats["eval_loss"][-1]
+
+    tp.lr_sweep(net, r, lrs, **{**kw, "metric": final_eval_loss, "widths": [32]})
+    assert seen and set(seen) == {0}

@@ -114,6 +114,17 @@ def _value(traj, metric, goal) -> tuple:
     return v, False
 
 
+def _evaluations(net, routine, metric, train_kwargs) -> dict:
+    """The ``eval_every`` of every run of the sweep, finite and limit alike: the caller's,
+    else for a metric read off the last step alone (every built-in one) T, so the
+    held-out inputs are evaluated at 0 and T only and a run skips the T − 1 evaluation
+    passes in between (with 60 held-out images and batches of 8 they were half a finite
+    run's time).  A function of the trajectory may read any step: it gets them all."""
+    if "eval_every" in train_kwargs:
+        return {"eval_every": train_kwargs["eval_every"]}
+    return {} if callable(metric) else {"eval_every": max(1, Problem(net, routine).T)}
+
+
 def _finite_task(net, routine, lr, width, seed, fn, goal, kwargs):
     tr = completed(train_finite(net, routine.with_lr(lr), width, seed=seed, record=(),
                                 on_divergence="stop", **kwargs))
@@ -259,7 +270,7 @@ class LRSweep:
         return fig
 
 
-def _limit_runner(net, routine, fn, goal, particles):
+def _limit_runner(net, routine, fn, goal, particles, evaluations):
     """(run(lr, replicates) -> [(value, diverged)] per replicate, deterministic, "") for
     the limit, or (None, False, why there is none).
 
@@ -269,7 +280,8 @@ def _limit_runner(net, routine, fn, goal, particles):
     limit that is random through f_0 keeps the per-replicate metric, whose mean over
     f_0 draws is what it estimates."""
     try:
-        plan = prepare_limit(net, routine, particles=particles, replicates=1, f0="zero")
+        plan = prepare_limit(net, routine, particles=particles, replicates=1, f0="zero",
+                             **evaluations)
     except (UnstableParametrizationError, UnsupportedError) as exc:
         return None, False, str(exc)
     k = net.param.classify()
@@ -279,7 +291,7 @@ def _limit_runner(net, routine, fn, goal, particles):
 
     def one(lr, seed):
         tr = simulate_limit(net, routine.with_lr(lr), particles=particles, replicates=1,
-                            seed=seed, on_divergence="stop", record=(),
+                            seed=seed, on_divergence="stop", record=(), **evaluations,
                             **({"f0": "sample", "samples": 1} if random_f0 else {"f0": "zero"}))
         if tr.interrupted:
             raise KeyboardInterrupt
@@ -391,7 +403,10 @@ def lr_sweep(net: MLP, routine: Routine, lrs, widths=(), seeds=8, limit: bool = 
     metric : 'final_loss' (training loss at the last step), 'eval_loss',
         'eval_accuracy' (held-out, need the Routine's eval_targets), or a
         function Trajectory -> float to minimize.  Diverged runs count as the
-        worst value and are marked.
+        worst value and are marked.  A built-in metric reads the last step alone, so
+        its runs evaluate the held-out inputs at 0 and T only (``eval_every = T``;
+        an ``eval_every`` given here applies to the limit's runs too); a function gets
+        every step.
     particles, replicates : of each limit simulation (replicates play the role
         of seeds for the interval of the limit's optimum).
     refine : the most learning rates run beyond the grid per local minimum of a
@@ -415,8 +430,10 @@ def lr_sweep(net: MLP, routine: Routine, lrs, widths=(), seeds=8, limit: bool = 
     lrs, widths, seeds, (name, goal, fn), executor = check_sweep(
         net, routine, lrs, widths, seeds, limit, metric, particles, replicates, executor,
         refine, **train_kwargs)
-    run, deterministic, reason = (_limit_runner(net, routine, fn, goal, particles) if limit
-                                  else (None, False, "limit=False"))
+    evaluations = _evaluations(net, routine, fn, train_kwargs)
+    train_kwargs = {**train_kwargs, **evaluations}
+    run, deterministic, reason = (_limit_runner(net, routine, fn, goal, particles, evaluations)
+                                  if limit else (None, False, "limit=False"))
     reps = [] if run is None else [0] if deterministic else list(range(replicates))
     logs = np.log(np.asarray(lrs, float))
     curves, found, optima, interrupted = {}, {}, {}, False
@@ -520,14 +537,15 @@ def check_sweep(net: MLP, routine: Routine, lrs, widths=(), seeds=8, limit: bool
     # the sweep's price: every grid point and one minimum's search per curve, each at
     # every seed (replicate), at the engines' measured costs (docs/performance.md)
     points, total = len(lrs) + refine, 0.0
+    evaluations = _evaluations(net, routine, metric, train_kwargs)   # as lr_sweep runs them
     for w in widths:                                 # the finite engine's own checks
-        plan = prepare_finite(net, routine, w, **{**train_kwargs, "record": (),
+        plan = prepare_finite(net, routine, w, **{**train_kwargs, **evaluations, "record": (),
                                                   "on_divergence": "stop", "time_budget": None})
         total += points * len(seeds) * plan.time_estimate
     if limit:
         try:                                         # memory and options of the limit
             plan = prepare_limit(net, routine, particles=particles, replicates=1, f0="zero",
-                                 time_budget=None)
+                                 time_budget=None, **evaluations)
             total += points * replicates * plan.engine.info.get("time_estimate_s", 0.0)
         except (UnstableParametrizationError, UnsupportedError):
             pass                                     # no limit: the sweep says why

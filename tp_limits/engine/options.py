@@ -293,6 +293,9 @@ FINITE_OPTIONS = (
            "refuse, before any work, a run estimated (its measured cost model) to take "
            "longer than this many seconds (None: no limit; meta['time_estimate_s'])",
            "finite.time_budget", "number", knob=True),
+    Option("eval_every", 1, _count("eval_every", 1),
+           "evaluate f (and record the statistics) every k-th step, and at 0 and T; rows "
+           "in between are NaN", knob=True),
 )
 
 

@@ -47,6 +47,14 @@ def check_size(x, step: int, layer, quantity: str, bound: float | None, xp=np) -
         raise DivergenceError(step, layer, quantity, size=size, bound=bound)
 
 
+def eval_steps(T: int, every: int) -> tuple:
+    """The steps whose f on the evaluation inputs an engine evaluates (and whose
+    statistics it records): every ``every``-th, and always 0 and T (the start and the
+    end of training).  One rule for every engine, so a finite network and its limit with
+    the same ``eval_every`` have their evaluated rows on the same steps."""
+    return tuple(sorted(set(range(0, T + 1, every)) | {T}))
+
+
 class StepLoop:
     def __init__(self, T: int, on_step: Optional[Callable[[int], None]] = None,
                  catch_divergence: bool = True):

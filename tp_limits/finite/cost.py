@@ -5,16 +5,17 @@ A width-n run of T steps costs, in units whose prices ``COST`` were fitted to me
 runs on the two-core machine of docs/performance.md (benchmarks/bench_cost_model.py
 --finite --fit):
 
-* dense = T (L − 1) n² (3B + E): each hidden n × n layer's products — the batch's forward
-  and backward pass, the rank-B update and the evaluation inputs' forward pass;
-* vec = T (L + 1) n (B + E): each layer's entrywise work (φ, φ', the thin input and
+* dense = (L − 1) n² (3 B T + E T_e): each hidden n × n layer's products — the batch's
+  forward and backward pass, the rank-B update, and the evaluation inputs' forward pass
+  at the T_e evaluated steps (T_e = T + 1 unless ``eval_every`` thins them);
+* vec = (L + 1) n (B T + E T_e): each layer's entrywise work (φ, φ', the thin input and
   readout layers, the optimizer's state);
 * call = T (L + 1): each layer's library calls and bookkeeping, whatever n;
 * state = T (L − 1) n² S: an entrywise optimizer's S state arrays per hidden matrix
   (momentum: 1, Adam: 2), each read and written every step;
-* stats = T (L − 1) n² (E + 2): ``record`` 'stats' — each hidden layer's ΔW x on the
-  evaluation inputs and ‖ΔW‖_F;
-* spectral = T (L − 1) n²: ``record`` 'spectral' — the warm-started power sweeps for
+* stats = T_e (L − 1) n² (E + 2): ``record`` 'stats' — each hidden layer's ΔW x on the
+  evaluation inputs and ‖ΔW‖_F, at each evaluated step;
+* spectral = T_e (L − 1) n²: ``record`` 'spectral' — the warm-started power sweeps for
   ‖ΔW‖_*, which stop once the estimate settles; under a matrix-sign update (Muon) ΔW's
   singular values are nearly equal, the sweeps run to their cap, and the units count as
   spectral_flat instead;
@@ -37,19 +38,20 @@ NAMES = ("dense", "vec", "call", "state", "stats", "spectral", "spectral_flat", 
          "small")
 
 
-def cost_units(problem, width: int, record=()) -> tuple:
+def cost_units(problem, width: int, record=(), evals: int | None = None) -> tuple:
     """The terms of a finite run's cost, in the order of ``NAMES`` (see the module
-    docstring)."""
+    docstring); ``evals`` the evaluated steps T_e (default T + 1: every step)."""
     net, T, B, E = problem.net, problem.T, problem.B, problem.E
+    Te = T + 1 if evals is None else evals
     L, n = net.L, float(width)
     hidden = L - 1
-    dense = T * hidden * n * n * (3 * B + E)
-    vec = T * (L + 1) * n * (B + E)
+    dense = hidden * n * n * (3 * B * T + E * Te)
+    vec = (L + 1) * n * (B * T + E * Te)
     call = T * (L + 1)
     opt = problem.optimizer
     state = T * hidden * n * n * len(opt.rule.slots) if opt.coordinatewise else 0.0
-    stats = T * hidden * n * n * (E + 2) if "stats" in record else 0.0
-    sweeps = T * hidden * n * n if "spectral" in record else 0.0
+    stats = Te * hidden * n * n * (E + 2) if "stats" in record else 0.0
+    sweeps = Te * hidden * n * n if "spectral" in record else 0.0
     spectral, spectral_flat = (0.0, sweeps) if opt.pair_matrix else (sweeps, 0.0)
     lowrank = small = 0.0
     if opt.pair_matrix and hidden:
@@ -60,8 +62,8 @@ def cost_units(problem, width: int, record=()) -> tuple:
     return dense, vec, call, state, stats, spectral, spectral_flat, lowrank, small
 
 
-def time_estimate(problem, width: int, record=()) -> float:
+def time_estimate(problem, width: int, record=(), evals: int | None = None) -> float:
     """Seconds the finite run should take on the two-core machine: the terms of
     :func:`cost_units` times their fitted prices (float64 prices: a float32 run costs
     less)."""
-    return float(np.dot(cost_units(problem, width, record), COST))
+    return float(np.dot(cost_units(problem, width, record, evals), COST))

@@ -1,7 +1,8 @@
 """Coordinate statistics of a finite network on its evaluation inputs (docs/theory.md §7.2).
 
-Recorded at every t = 0..T (leading axis), averaged over the E evaluation
-inputs; "rms" is ‖v‖/√(size):
+Recorded at every evaluated t of 0..T (leading axis; every step unless ``eval_every``
+says otherwise, NaN at the others), averaged over the E evaluation inputs; "rms" is
+‖v‖/√(size):
 
     h_rms, x_rms           (T+1, L)     rms h^l_t, x^l_t
     dh_rms, dx_rms         (T+1, L)     rms (h^l_t - h^l_0), (x^l_t - x^l_0)
@@ -30,16 +31,17 @@ class StatsRecorder:
         L = network.net.L
         self.nw, self.coordinates, self.spectral = network, coordinates, spectral
         self.stats = {}
+        rows = lambda *shape: np.full((T + 1, *shape), np.nan)   # noqa: E731  NaN: not recorded
         if coordinates:
             for k in ("h_rms", "x_rms", "dh_rms", "dx_rms"):
-                self.stats[k] = np.zeros((T + 1, L))
-            self.stats["dWx_rms"] = np.zeros((T + 1, L + 1))
-            self.stats["feature_kernel"] = np.zeros((T + 1, E, E))
-            self.stats["feature_kernel_change"] = np.zeros(T + 1)
+                self.stats[k] = rows(L)
+            self.stats["dWx_rms"] = rows(L + 1)
+            self.stats["feature_kernel"] = rows(E, E)
+            self.stats["feature_kernel_change"] = rows()
         if spectral:
-            self.stats["spectral_ratio"] = np.zeros((T + 1, L + 1))
+            self.stats["spectral_ratio"] = rows(L + 1)
         if coordinates or spectral:
-            self.stats["frobenius_ratio"] = np.zeros((T + 1, L + 1))
+            self.stats["frobenius_ratio"] = rows(L + 1)
         self._h0 = self._x0 = None
         xp = network.b.xp
         self._fro0 = [float(xp.linalg.norm(w)) for w in network.W0]

@@ -19,7 +19,7 @@ from ..engine.meta import run_meta
 from ..engine.options import FINITE_OPTIONS, option_record
 from ..engine.progress import progress_bar
 from ..engine.status import RunStatus
-from ..engine.steps import StepLoop
+from ..engine.steps import StepLoop, eval_steps
 from ..engine.trajectory import Trajectory, Weights
 from ..errors import DivergenceError, SpecError
 from ..spec import MLP, Problem, Routine
@@ -36,6 +36,11 @@ class _Derived:
     def keeps_initial(self) -> bool:
         """Whether the run keeps a copy of W_0 (statistics, or the weights returned)."""
         return bool(self.record) or self.keep_weights
+
+    def eval_steps(self, T: int) -> tuple:
+        """The steps whose f on the evaluation inputs is evaluated and whose statistics
+        are recorded: every ``eval_every``-th, and always 0 and T (the limit's rule)."""
+        return eval_steps(T, self.eval_every)
 
 
 #: every option of train_finite after (net, routine, width), checked by the one table
@@ -71,7 +76,7 @@ def prepare_finite(net: MLP, routine: Routine, width: int, **options) -> FiniteP
                    "recorded statistics)", b,
                    advice="lower the width, use dtype=numpy.float32, or record=() (no W_0 "
                           "copy, no (T+1)·E·E feature kernels)")
-    estimate = time_estimate(problem, width, o.record)
+    estimate = time_estimate(problem, width, o.record, len(o.eval_steps(problem.T)))
     refuse_beyond_budget(
         estimate, o.time_budget,
         f"training width {width} (T = {problem.T} steps, L = {net.L}"
@@ -123,7 +128,12 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
     knobs : ``time_budget`` (a keyword, default 3600 s): refuse, before any work, a run
         whose estimate (finite/cost.py, a cost model fitted to measured runs:
         docs/performance.md, "Time estimates") exceeds this many seconds; None runs
-        anything.  The estimate is in ``meta['time_estimate_s']``.
+        anything.  The estimate is in ``meta['time_estimate_s']``.  ``eval_every``
+        (default 1): evaluate f on the evaluation inputs, and record the statistics,
+        only every k-th step and at 0 and T, as the limit's option of that name does;
+        the other rows of ``f_eval`` and of the statistics are NaN and
+        ``meta['eval_steps']`` lists the evaluated ones.  A sweep that reads only the
+        end of training saves the evaluation passes in between.
 
     The optimizer and its hyperparameters (momentum, weight decay, Adam's β
     and ε, all width-free) are the routine's ``optimizer`` (docs/theory.md §10).
@@ -148,13 +158,16 @@ def run_finite(plan: FinitePlan) -> Trajectory:
     T, B, E = problem.T, problem.B, problem.E
     xp, tonp = b.xp, b.to_numpy
     Xe = b.asarray(problem.eval_inputs, dtype)
-    f_eval = np.zeros((T + 1, E, net.d_out))
+    evaluated = frozenset(o.eval_steps(T))
+    f_eval = np.full((T + 1, E, net.d_out), np.nan)        # NaN: a step not evaluated
     f_train = np.zeros((T, B, net.d_out))
     losses = np.zeros(T)
     recorder = (StatsRecorder(nw, T, E, coordinates="stats" in record,
                               spectral="spectral" in record) if record else None)
 
     def evaluate(t):
+        if t not in evaluated:
+            return
         hs, xs, f = nw.forward(Xe, step=t)
         f_eval[t] = tonp(f)
         if recorder is not None:
@@ -183,6 +196,7 @@ def run_finite(plan: FinitePlan) -> Trajectory:
     meta = run_meta(problem, status, time.perf_counter() - started, engine="finite",
                     width=int(width), seed=int(o.seed), backend=b.name, dtype=dtype.name,
                     backprop=o.backprop, record=list(record),
+                    eval_steps=[s for s in sorted(evaluated) if s <= done],
                     time_estimate_s=round(plan.time_estimate, 3))
     stats = recorder.truncate(done + 1) if recorder else {}
     stats.update(problem.eval_metrics(f_eval[: done + 1]))

@@ -10,6 +10,7 @@ before any work.
 from __future__ import annotations
 
 from ..engine.options import LIMIT_OPTIONS, option_record
+from ..engine.steps import eval_steps
 from .sampling import choose_sampler, sampler_count
 
 
@@ -22,7 +23,7 @@ class _Derived:
 
     def eval_steps(self, T: int) -> tuple:
         """The steps whose f̊ is evaluated: every ``eval_every``-th, and always 0 and T."""
-        return tuple(sorted(set(range(0, T + 1, self.eval_every)) | {T}))
+        return eval_steps(T, self.eval_every)
 
     @property
     def sampler_used(self) -> str:
