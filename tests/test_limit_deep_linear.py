@@ -46,7 +46,9 @@ def test_symmetry_orbit_and_switches():
 
 @pytest.mark.parametrize("case", ["D1, L=2", "D1, L=3", "N8, L=2"])
 def test_matches_finite_networks(case):
-    """Exact limit vs the seed mean of finite networks at n = 8192 (10 seeds)."""
+    """Exact limit vs the seed mean of finite networks at n = 4096 (10 seeds): the rms
+    deviation is 0.6–1.4 standard errors of the mean in all three cases (0.4–1.0 at
+    8192, four times the cost)."""
     if case == "D1, L=2":
         net, r = tp.MLP(tp.mup(2), 2, 1, phi="id"), tp.Routine(lr=0.5, **D1)
     elif case == "D1, L=3":
@@ -55,7 +57,7 @@ def test_matches_finite_networks(case):
         net = tp.MLP(tp.mup(2), 3, 2, phi="id", sigma=[1.3, 0.7, 1.2])
         r = tp.Routine(lr=0.4, **N8_LONG)
     limit = tp.simulate_limit(net, r)
-    fin = np.array([tp.train_finite(net, r, 8192, seed=s, record=()).f_eval for s in range(10)])
+    fin = np.array([tp.train_finite(net, r, 4096, seed=s, record=()).f_eval for s in range(10)])
     mean, se = fin.mean(axis=0)[1:], fin.std(axis=0, ddof=1)[1:] / np.sqrt(len(fin))
     dev = mean - limit.f_eval[1:]
     assert np.sqrt(np.mean(dev ** 2)) <= 3 * np.sqrt(np.mean(se ** 2))
