@@ -43,6 +43,29 @@ def test_memory_guard_names_the_largest_count():
     assert usable_bytes() > 0
 
 
+@pytest.mark.parametrize("net, sampler, replicates", [
+    (tp.MLP(tp.mup(1), 2, 1, phi="tanh"), "qmc", 8),            # one hidden layer, Sobol'
+    (tp.MLP(tp.mup(1), 2, 1, phi="tanh"), "antithetic", 1),
+    (tp.MLP(tp.mup(2), 2, 1, phi="tanh"), "qmc", 8),            # deep
+])
+def test_the_advised_particle_count_is_not_refused_again(monkeypatch, net, sampler,
+                                                          replicates):
+    """'at most N particles fit' names a count the sampler runs as given (a power of two
+    for Sobol' points, an even one for pairs): given back, it passes the same guard."""
+    import re
+
+    from tp_limits.engine import memory
+    from tp_limits.limit.simulate import prepare_limit
+    kw = dict(sampler=sampler, replicates=replicates)
+    monkeypatch.setattr(memory, "USABLE", memory.USABLE * 3e-4)   # a few MB usable
+    with pytest.raises(tp.MemoryBudgetError, match="particles fit") as err:
+        prepare_limit(net, d1(), particles=10 ** 6, **kw)
+    advised = int(re.search(r"at most ([\d,]+) particles fit", str(err.value))[1].replace(",", ""))
+    assert advised > 0
+    plan = prepare_limit(net, d1(), particles=advised, **kw)
+    assert plan.engine.particles == advised
+
+
 def test_finite_and_limit_meta_describe_the_same_problem():
     net, r = tp.MLP(tp.mup(1), 2, 1), d1()
     fin = tp.train_finite(net, r, width=32, record=())

@@ -32,16 +32,19 @@ def require_memory(need: float, what: str, backend: Backend | None = None,
 
 def require_particles(N: int, bytes_per_particle: float, what: str,
                       backend: Backend | None = None, fixed: float = 0.0,
-                      fixed_what: str = "", fixed_advice: str = "shorten the run") -> None:
+                      fixed_what: str = "", fixed_advice: str = "shorten the run",
+                      usable=lambda k: k) -> None:
     """The guard for particle engines: memory N · bytes_per_particle + ``fixed`` (arrays
     whose size does not depend on N, ``fixed_what``; ``fixed_advice`` says how to shrink
-    them), so name the largest N that fits."""
+    them), so name the largest N that fits — ``usable(k)``, the largest count at most k
+    that the engine runs as given (its sampler's rounding: limit/sampling.py
+    ``fitting_count``), so the advice is not refused again."""
     room = usable_bytes(backend) - fixed
     if room <= 0:
         require_memory(fixed + N * bytes_per_particle,
                        f"{fixed_what or 'the fixed arrays'} alone", backend,
                        advice=f"no particle count fits beside them: {fixed_advice}")
-    fit = int(room / bytes_per_particle)
+    fit = usable(int(room / bytes_per_particle))
     require_memory(N * bytes_per_particle + fixed, f"{N:,} particles ({what})"
                    + (f" and {fixed_what}" if fixed else ""), backend,
                    largest=f"at most {fit:,} particles fit")

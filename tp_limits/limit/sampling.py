@@ -92,6 +92,16 @@ def choose_sampler(asked: str | None, replicates: int) -> str:
     return asked or ("qmc" if replicates > 1 else "antithetic")
 
 
+def fitting_count(fit: int, sampler: str) -> int:
+    """The largest particle count at most ``fit`` that ``sampler`` uses as given
+    (:func:`sampler_count` leaves it unchanged): a power of two for Sobol' points, an even
+    count for antithetic pairs; 0 when none fits.  A memory refusal advises this count,
+    not ``fit`` itself, which the sampler might round up past the memory again."""
+    if sampler == "qmc":
+        return 1 << (fit.bit_length() - 1) if fit >= 4 else 0
+    return max(0, fit - fit % 2) if sampler == "antithetic" else max(0, fit)
+
+
 def sampler_count(particles: int, sampler: str) -> int:
     """The count a sampler uses (the one rule of every Monte Carlo engine): even for
     antithetic pairs, the next power of two for Sobol' points (N/2 one too, for pairs),

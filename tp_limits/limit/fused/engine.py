@@ -35,7 +35,7 @@ from ...errors import DivergenceError, SpecError
 from ..base import FeatureLearningEngine
 from ..replicates import run_replicates
 from ..result import LimitResult
-from ..sampling import Draws
+from ..sampling import Draws, fitting_count
 from .blocks import MIN_BLOCK, block_size
 from .columns import STAT_FIELDS, SweepColumns, n_columns
 from .contract import SweepData, sweep_args
@@ -139,7 +139,8 @@ class ParticleEngine(FeatureLearningEngine):
             require_particles(self.particles, per * at_once, "the particles"
                               + (f" in {at_once} worker processes" if at_once > 1 else ""),
                               self.b, fixed=kept, fixed_what="the recorded results",
-                              fixed_advice=LimitResult.shrink_advice(problem.E, self.stats))
+                              fixed_advice=LimitResult.shrink_advice(problem.E, self.stats),
+                              usable=lambda k: fitting_count(k, self.sampler))
             self.cache_phi = self._cache_fits(per, at_once)
             self.bar_total = problem.T * options.replicates
             self.info = {"kernel": self.kernel, "particles": self.particles,

@@ -14,6 +14,7 @@ from ...errors import SpecError
 from ..base import FeatureLearningEngine
 from ..replicates import run_replicates
 from ..result import LimitResult
+from ..sampling import fitting_count
 from . import history_kernels
 from .montecarlo import GROUPS, DeepRun, RunSpec, qmc_dims
 from .msign import MsignDeepRun
@@ -136,7 +137,8 @@ class MonteCarloEngine(FeatureLearningEngine):
                                      "the recorded results",
                           fixed_advice="shorten the run" + (
                               f"; {LimitResult.shrink_advice(problem.E, True)}"
-                              if self.spec.record_stats else ""))
+                              if self.spec.record_stats else ""),
+                          usable=lambda k: fitting_count(k, self.sampler))
         self.bar_total = problem.T * options.replicates
         estimate = time_estimate(problem, self.particles, options.dtype, options.replicates,
                                  self.workers, partners * (2 if debias else 1))
