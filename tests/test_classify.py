@@ -226,3 +226,24 @@ def test_subs_fixes_symbols():
         p.classify()
     assert p.subs(c=1).classify().regime == "kernel"
     assert p.subs({c: 0}).classify().regime == "unstable"
+
+
+def test_every_stable_verdict_says_why():
+    """A stable verdict comes with its reason from the exponents: the kernel regime's
+    r > 0 and the rate its features freeze at, the trivial limit's two vanishing output
+    terms, feature learning's Θ(1) layers; an unstable one leaves it to its conditions."""
+    ntp = tp.ntp(2).classify()
+    assert ntp.regime == "kernel" and "r = 1/2 > 0" in ntp.reason
+    assert "n^(-1/2) at the fastest" in ntp.reason and "needs r = 0" in ntp.reason
+    assert "why: " + ntp.reason in str(ntp) and ntp.to_dict()["reason"] == ntp.reason
+    trivial = tp.ABC([0, 0, 0], [0, "1/2", 1], [2, 2, 2]).classify()
+    assert trivial.regime == "trivial"
+    assert "p + r = 3 > 1 and q = 2 > 1" in trivial.reason
+    assert "vanishes like n^(-2)" in trivial.reason and "vanishes like n^(-1)" in trivial.reason
+    frozen_first = tp.ABC([0, 0, 0], [0, "1/2", 2], [0, 0, 1]).classify()
+    assert frozen_first.regime == "feature_learning"
+    assert frozen_first.reason.startswith("r = 0: the features of layer 2 move")
+    assert "layers 1 and 2" in tp.mup(2, optimizer="adam").classify().reason
+    assert "r^A = 0" in tp.mup(2, optimizer="adam").classify().reason
+    sp = tp.sp(2).classify()
+    assert sp.regime == "unstable" and sp.reason == "" and "why:" not in str(sp)

@@ -145,7 +145,7 @@ class Classification:
                                    "consequence": c.consequence} for c in self.conditions},
             "stable": self.stable, "nontrivial": self.nontrivial,
             "feature_learning": self.feature_learning, "kernel_regime": self.kernel_regime,
-            "regime": self.regime,
+            "regime": self.regime, "reason": self.reason,
             "updated_maximally": list(self.updated_maximally),
             "readout_initialized_maximally": self.readout_initialized_maximally,
             "f0_law": self.f0_law,
@@ -176,6 +176,8 @@ class Classification:
                    "kernel": "stable, nontrivial, KERNEL regime (features frozen)",
                    "feature_learning": "stable, nontrivial, FEATURE LEARNING"}[self.regime]
         lines.append(f"  verdict: {verdict}")
+        if self.reason:
+            lines.append(f"  why: {self.reason}")
         if self.stable:
             ups = ", ".join(f"W^{l + 1} {yes(u)}" for l, u in enumerate(self.updated_maximally))
             lines.append(f"  updated maximally: {ups}")
@@ -199,6 +201,32 @@ class Classification:
                 lines.append("  ε_l ∝ n^-g_l (gradient-entry size): g_l = ("
                              + ", ".join(map(str, self.eps_exponents)) + ")")
         return "\n".join(lines)
+
+    @property
+    def reason(self) -> str:
+        """Why a stable parametrization is in its regime, from the exponents of the
+        nontriviality and feature-learning theorems (docs/theory.md §1.5): feature
+        learning needs r = 0; a nontrivial limit needs p + r = 1 (the initial readout
+        reads Θ(1) of the feature change) or q = 1 (the readout's own update is Θ(1)).
+        Empty for an unstable one, whose failed conditions say why."""
+        if not self.stable:
+            return ""
+        x = update_rule(self.parametrization.optimizer).label     # Adam's exponents: r^A, q^A
+        r, pr, q = self.r, self.p + self.r, self.q
+        moving = [l + 1 for l, v in enumerate(self.r_layers) if v == 0]
+        if self.regime == "feature_learning":
+            return f"r{x} = 0: the features of {_layers(moving)} move by Θ(1) (r{x}_l = 0 there)"
+        if self.regime == "kernel":
+            through = [f"p + r{x} = 1 (the initial readout reads the feature change)"
+                       if pr == 1 else "", f"q{x} = 1 (the readout's own update)" if q == 1 else ""]
+            return (f"r{x} = {fmt(r)} > 0: every hidden layer's features move like n^(-r{x}_l) "
+                    f"({_power(-r)} at the fastest) and freeze as n → ∞, while f moves by "
+                    f"Θ(1) through {' and '.join(t for t in through if t)}; feature learning "
+                    f"needs r{x} = 0 (tp.mup)")
+        return (f"p + r{x} = {fmt(pr)} > 1 and q{x} = {fmt(q)} > 1: "
+                + _grows(1 - pr, "the output's response to feature updates")
+                + " and " + _grows(1 - q, "the readout's own update")
+                + f", so f_t = f_0; a nontrivial limit needs p + r{x} = 1 or q{x} = 1")
 
     def _repr_pretty_(self, printer, cycle):  # IPython
         printer.text(str(self))
