@@ -197,6 +197,7 @@ def test_demo_main_job(tmp_path, capsys):
     # the limit's own error is well below the finite networks' distance to it
     assert c["limit_error"] < 0.5 * min(c["rms"])
     assert abs(c["exponent"] + 0.5) <= max(c["exponent_ci95"], 0.1)
+    assert c["exponent_resolved"] and c["consistent_with_prediction"] is True
     md = (out / "summary.md").read_text()
     assert "Fitted width exponent" in md
     cfg = demo_config()
@@ -378,3 +379,13 @@ def test_norm_keys_build_a_normalized_network():
     assert net.norm == RMSNorm(1e-4)
     tr = tp.train_finite(net, tp.Routine(lr=0.5, **D1), 64, record=())
     assert tr.meta["norm"] == {"norm": "rms", "norm_eps": 1e-4}
+
+
+def test_a_width_exponent_too_uncertain_is_not_called_consistent():
+    """−0.50 ± 0.54 holds 0 and −1 as well: the report says it cannot test the prediction;
+    a resolved interval is consistent with −1/2 or differs from it."""
+    from tp_limits.experiment.report import exponent_verdict
+    assert exponent_verdict(-0.50, 0.54).startswith("too uncertain")
+    assert exponent_verdict(-0.48, 0.10) == "consistent with the predicted −1/2"
+    assert exponent_verdict(-0.20, 0.10) == "differs from the predicted −1/2"
+    assert exponent_verdict(-0.5, float("nan")).startswith("too uncertain")

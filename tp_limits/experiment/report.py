@@ -33,6 +33,10 @@ from .schema import ExperimentError
 
 MAX_PANELS = 4
 
+#: the widest 95 % interval of a fitted width exponent that still tests n^(−1/2): half
+#: the prediction, so the interval cannot hold both −1/2 and 0 (or −1)
+RESOLVED_CI = 0.25
+
 
 def _width_colours(widths):
     import matplotlib.pyplot as plt
@@ -210,7 +214,9 @@ def summary(res: ExperimentResult) -> dict:
             "exponent": study.exponent, "exponent_ci95": study.exponent_ci,
             "predicted_exponent": -0.5, "limit_error": study.limit_error,
             "conditioned_on_f0": study.conditioned,
-            "consistent_with_prediction": bool(abs(study.exponent + 0.5) <= study.exponent_ci),
+            "exponent_resolved": study.exponent_ci <= RESOLVED_CI,
+            "consistent_with_prediction": (bool(abs(study.exponent + 0.5) <= study.exponent_ci)
+                                           if study.exponent_ci <= RESOLVED_CI else None),
         }
     return out
 
@@ -247,11 +253,11 @@ def _markdown(res: ExperimentResult, s: dict, files: list) -> str:
               ""]
     if res.study is not None:
         c = s["convergence"]
-        verdict = "consistent with" if c["consistent_with_prediction"] else "differs from"
         lines += ["## Finite networks against the limit", "",
                   res.study.table().markdown(), "",
                   f"Fitted width exponent of the RMS error: **{c['exponent']:+.3f} ± "
-                  f"{c['exponent_ci95']:.3f}** (95 %), {verdict} the predicted −1/2.", ""]
+                  f"{c['exponent_ci95']:.3f}** (95 %): "
+                  f"{exponent_verdict(c['exponent'], c['exponent_ci95'])}.", ""]
     lines += ["## Wall time", "", ", ".join(f"{k_}: {v:.1f} s"
                                              for k_, v in res.wall_time_s.items()), "",
               "## Files", ""] + [f"- `{f}`" for f in files if "/finite_" not in f]
@@ -449,4 +455,16 @@ def console_table(res: ExperimentResult) -> str:
         return f"limit f_T = {s['f_final']} ± {s['f_final_se']}"
     c = res.study
     return (f"{c.table().text()}\n"
-            f"width exponent {c.exponent:+.3f} ± {c.exponent_ci:.3f} (predicted -0.5)")
+            f"width exponent {c.exponent:+.3f} ± {c.exponent_ci:.3f} (95 %): "
+            f"{exponent_verdict(c.exponent, c.exponent_ci)}")
+
+
+def exponent_verdict(exponent: float, ci: float) -> str:
+    """What a fitted width exponent says about the predicted n^(−1/2): consistent with it
+    or not when its 95 % interval is at most ±``RESOLVED_CI`` (half the prediction), else
+    nothing — an interval as wide as ±0.54 holds 0 and −1 too."""
+    if not ci <= RESOLVED_CI:
+        return (f"too uncertain to test the predicted −1/2 (the interval is wider than "
+                f"±{RESOLVED_CI}: more seeds or a wider range of widths)")
+    return ("consistent with" if abs(exponent + 0.5) <= ci else "differs from") \
+        + " the predicted −1/2"
