@@ -57,9 +57,11 @@ def step_notice(doing: str, done: str, after: float = 1.0):
                   file=sys.stderr, flush=True)
 
 
-def compile_notice(what: str, after: float = 1.0):
+def compile_notice(what: str, after: float = 3.0):
     """:func:`step_notice` for a first call of a Numba kernel: a compilation, done once and
-    then cached on disk."""
+    then cached on disk.  ``after`` lies between the two things a first call in a new
+    process can be: loading the cached kernel (0.2–0.6 s measured on two busy cores) and
+    compiling it (20–80 s), so a cache load says nothing."""
     return step_notice(f"compiling {what} (first use; cached on disk afterwards)",
                        f"compiled {what}", after)
 
