@@ -258,3 +258,21 @@ def test_a_built_in_metric_evaluates_only_the_ends_and_gets_the_same_sweep():
 
     tp.lr_sweep(net, r, lrs, **{**kw, "metric": final_eval_loss, "widths": [32]})
     assert seen and set(seen) == {0}
+
+
+def test_the_table_reports_the_best_value_of_any_rate_run_the_searches_included():
+    """'best <metric>' is the best seed mean of every η run at a width: a search that
+    closes in on the optimum finds a value below the best grid point's, and the table
+    shows it."""
+    net = tp.MLP(tp.mup(2), 2, 1, phi="tanh")
+    sw = tp.lr_sweep(net, repeated_d1(), [0.02, 0.3, 4.0], widths=[64], seeds=2, limit=False,
+                     executor="serial", progress=False, refine=8)
+    runs = {}
+    for rec in sw.records:
+        runs.setdefault(rec["lr"], []).append(rec["value"])
+    grid_best = np.nanmin(sw.values(64).mean(axis=1))
+    best = min(np.mean(v) for v in runs.values())
+    assert len(runs) > 3 and best < grid_best                  # the search found better
+    assert sw.best_value(64) == best
+    assert sw.table().rows[0][3] == f"{best:.4g}"
+    assert np.isnan(sw.best_value(128))

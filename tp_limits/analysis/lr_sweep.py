@@ -177,6 +177,19 @@ class LRSweep:
                 out[index[r["lr"]], seeds.index(r["seed"])] = r["value"]
         return out
 
+    def best_value(self, width) -> float:
+        """The best seed-mean metric of any learning rate run at ``width`` — the grid's and
+        the searches' (which close in on the optimum, so this is the value beside η*,
+        not the best grid point's); NaN when nothing was run."""
+        by_lr = {}
+        for r in self.records:
+            if r["width"] == width:
+                by_lr.setdefault(r["lr"], []).append(r["value"])
+        if not by_lr:
+            return math.nan
+        costs = [float(np.mean(_cost(v, self.goal))) for v in by_lr.values()]
+        return min(costs) * (1 if self.goal == "min" else -1)
+
     @property
     def keys(self) -> tuple:
         return tuple(self.widths) + ((LIMIT,) if LIMIT in self.optimal_lr else ())
@@ -186,13 +199,8 @@ class LRSweep:
         for w in self.keys:
             # an interrupted sweep has widths without every run, hence without an optimum
             lr, lo, hi = self.optimal_lr.get(w, (math.nan,) * 3)
-            vals = self.values(w)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)      # rows without runs
-                best = (np.nanmin(np.nanmean(_cost(vals, self.goal), axis=1))
-                        if vals.size and not np.all(np.isnan(vals)) else math.nan)
-            rows.append((str(w), f"{lr:.4g}", f"[{lo:.3g}, {hi:.3g}]",
-                         f"{best * (1 if self.goal == 'min' else -1):.4g}",
+            best = self.best_value(w)
+            rows.append((str(w), f"{lr:.4g}", f"[{lo:.3g}, {hi:.3g}]", f"{best:.4g}",
                          str(int(np.sum([r["diverged"] for r in self.records
                                          if r["width"] == w])))))
         if self.no_limit:
