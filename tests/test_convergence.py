@@ -40,3 +40,19 @@ def test_bad_arguments():
     with pytest.raises(tp.SpecError, match="Trajectory"):
         tp.convergence(net, d1(), widths=[32, 64], seeds=2, limit="limit.npz",
                        executor="serial")
+
+
+def test_a_kept_run_is_found_by_its_width_and_seed():
+    """study.run(width, seed) is the run of those values (runs holds them by position);
+    a width or seed not swept, or a study that kept nothing, is named."""
+    net = tp.MLP(tp.mup(1), 2, 1)
+    study = tp.convergence(net, d1(), [16, 32], seeds=[5, 9], keep_runs=True,
+                           executor="serial", progress=False)
+    tr = study.run(32, 9)
+    assert tr.meta["width"] == 32 and tr.meta["seed"] == 9
+    assert study.run(16, 5).meta["seed"] == 5
+    with pytest.raises(tp.SpecError, match="seeds \\[5, 9\\]"):
+        study.run(32, 1)
+    bare = tp.convergence(net, d1(), [16, 32], seeds=2, executor="serial", progress=False)
+    with pytest.raises(tp.SpecError, match="keep_runs=True"):
+        bare.run(16, 0)

@@ -86,10 +86,27 @@ class ConvergenceStudy:
     limit_error: float          # RMS of the limit's f_eval_se over the compared entries
     limit: Trajectory | None    # None when each network had its own conditioned limit
     conditioned: bool = False
-    runs: tuple = ()            # the finite Trajectories [width][seed] (keep_runs=True)
-    run_limits: tuple = ()      # conditioned: each run's own limit f_eval [width][seed]
+    runs: tuple = ()            # keep_runs=True: the finished Trajectories, one tuple per
+                                # width (positions, not values: use run(width, seed))
+    run_limits: tuple = ()      # conditioned: each run's own limit f_eval, the same layout
     finished: np.ndarray | None = None   # (widths, seeds): which runs finished
     interrupted: bool = False   # Ctrl-C stopped the study; it holds the finished runs
+
+    def run(self, width, seed):
+        """The Trajectory of the network of ``width`` and ``seed`` (``keep_runs=True``):
+        ``runs`` holds the finished ones by position, this finds one by its values."""
+        if not self.runs:
+            raise SpecError("the study kept no runs: call tp.convergence(..., keep_runs=True)")
+        if width not in self.widths or seed not in self.seeds:
+            raise SpecError(f"no run of width {width!r} and seed {seed!r}: the study has widths "
+                            f"{list(self.widths)} and seeds {list(self.seeds)}")
+        i, j = self.widths.index(width), self.seeds.index(seed)
+        done = (np.ones((len(self.widths), len(self.seeds)), bool) if self.finished is None
+                else self.finished)
+        if not done[i, j]:
+            raise SpecError(f"the run of width {width} and seed {seed} did not finish "
+                            "(the study was interrupted)")
+        return self.runs[i][int(done[i, :j].sum())]
 
     def table(self) -> Table:
         rows = [(str(n), f"{r:.3e}", f"{rs:.1e}", f"{b:.3e}", f"{bs:.1e}")
