@@ -263,7 +263,7 @@ def test_a_built_in_metric_evaluates_only_the_ends_and_gets_the_same_sweep():
 def test_the_table_reports_the_best_value_of_any_rate_run_the_searches_included():
     """'best <metric>' is the best seed mean of every η run at a width: a search that
     closes in on the optimum finds a value below the best grid point's, and the table
-    shows it."""
+    shows it; the plot draws the searched rates, so such a dip is visible."""
     net = tp.MLP(tp.mup(2), 2, 1, phi="tanh")
     sw = tp.lr_sweep(net, repeated_d1(), [0.02, 0.3, 4.0], widths=[64], seeds=2, limit=False,
                      executor="serial", progress=False, refine=8)
@@ -276,3 +276,8 @@ def test_the_table_reports_the_best_value_of_any_rate_run_the_searches_included(
     assert sw.best_value(64) == best
     assert sw.table().rows[0][3] == f"{best:.4g}"
     assert np.isnan(sw.best_value(128))
+    # the plot draws the searched rates as points of their own
+    eta, means = sw.searched(64)
+    assert len(eta) == len(runs) - 3 and min(means) == best
+    marks = [ln for ln in sw.plot().axes[0].lines if ln.get_marker() == "x"]
+    assert len(marks) == 1 and np.allclose(marks[0].get_xdata(), eta)

@@ -177,6 +177,17 @@ class LRSweep:
                 out[index[r["lr"]], seeds.index(r["seed"])] = r["value"]
         return out
 
+    def searched(self, width) -> tuple:
+        """(η, seed-mean metric) at the rates the searches ran beyond the grid at ``width``,
+        sorted by η (empty arrays when there were none)."""
+        grid = set(self.lrs)
+        by_lr = {}
+        for r in self.records:
+            if r["width"] == width and r["lr"] not in grid:
+                by_lr.setdefault(r["lr"], []).append(r["value"])
+        etas = np.array(sorted(by_lr), float)
+        return etas, np.array([np.mean(by_lr[e]) for e in sorted(by_lr)], float)
+
     def best_value(self, width) -> float:
         """The best seed-mean metric of any learning rate run at ``width`` — the grid's and
         the searches' (which close in on the optimum, so this is the value beside η*,
@@ -228,6 +239,16 @@ class LRSweep:
         found = {w: o for w, o in self.optimal_lr.items() if np.all(np.isfinite(o))}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)      # all-NaN rows: not drawn
+            # the searches' points, unconnected: a dip between grid points shows there
+            searched = [(w, col) for w, col in zip(self.widths, colours)] + [(LIMIT, "k")]
+            first = True
+            for w, col in searched:
+                eta, mean = self.searched(w)
+                keep = np.isfinite(mean)
+                if keep.any():
+                    ax.plot(eta[keep], mean[keep], "x", ms=5, color=col,
+                            label="searched η" if first else None)
+                    first = False
             for w, col in zip(self.widths, colours):
                 v = np.where(np.isfinite(self.values(w)), self.values(w), np.nan)
                 ax.plot(lrs, np.nanmean(v, axis=1), "o-", ms=3, color=col, label=f"n = {w}")
