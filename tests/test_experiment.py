@@ -389,3 +389,27 @@ def test_a_width_exponent_too_uncertain_is_not_called_consistent():
     assert exponent_verdict(-0.48, 0.10) == "consistent with the predicted −1/2"
     assert exponent_verdict(-0.20, 0.10) == "differs from the predicted −1/2"
     assert exponent_verdict(-0.5, float("nan")).startswith("too uncertain")
+
+
+def test_held_out_metrics_are_reported_when_the_data_has_targets(tmp_path):
+    """A teacher task holds out noise-free targets, a blobs task its centres' labels: the
+    report gives the held-out loss (and accuracy) of the limit and of every width, seed
+    means with their standard errors; D1 has none and the report says nothing of it."""
+    cfg = {**SMALL, "data": {"generator": "teacher", "d_in": 2, "n_eval": 3, "noise": 0.1}}
+    res = run(build(cfg), progress=False)
+    write_report(res, tmp_path)
+    s = json.loads((tmp_path / "summary.json").read_text())
+    held = s["held_out"]["eval_loss"]
+    assert held["limit"] == pytest.approx(res.limit.stats["eval_loss"][-1])
+    assert set(held["widths"]) == {"64", "128"}
+    mean, se, seeds = held["widths"]["128"]
+    want = [tr.stats["eval_loss"][-1] for tr in res.study.runs[1]]
+    assert mean == pytest.approx(np.mean(want)) and seeds == 2
+    assert se == pytest.approx(np.std(want, ddof=1) / np.sqrt(2))
+    assert "## Held-out metrics after 3 steps" in (tmp_path / "summary.md").read_text()
+    X, labels, E, held_labels = GENERATORS["blobs"](30, 2, 3, 4, 0.1, 0)
+    assert list(held_labels) == [0, 1, 2, 0] and E.shape == (4, 2)
+    plain = run(build(SMALL), progress=False)
+    out = tmp_path / "d1"
+    write_report(plain, out)
+    assert "held_out" not in json.loads((out / "summary.json").read_text())

@@ -27,23 +27,27 @@ def _sphere(rng, rows: int, d: int) -> np.ndarray:
 
 
 def teacher(rows: int, d_in: int, d_out: int, n_eval: int, noise: float, seed: int):
-    """(X, Y, eval_inputs) of the sphere regression task."""
+    """(X, Y, eval_inputs, eval_targets) of the sphere regression task: y = sin(2 U x) plus
+    noise on the training inputs, the noise-free teacher on the held-out ones."""
     rng = np.random.default_rng(seed)
     U = _sphere(rng, d_out, d_in)
     X = _sphere(rng, rows, d_in)
     Y = np.sin(2 * X @ U.T) + noise * rng.standard_normal((rows, d_out))
-    return X, Y, _sphere(rng, n_eval, d_in)
+    E = _sphere(rng, n_eval, d_in)
+    return X, Y, E, np.sin(2 * E @ U.T)
 
 
 def blobs(rows: int, d_in: int, classes: int, n_eval: int, noise: float, seed: int):
-    """(X, labels, eval_inputs): Gaussian blobs around unit-sphere centres."""
+    """(X, labels, eval_inputs, eval_labels): Gaussian blobs around unit-sphere centres, the
+    held-out inputs the centres themselves with their own labels."""
     if classes < 2:
         raise ExperimentError("data.d_out is the number of classes for 'blobs'; it must be >= 2")
     rng = np.random.default_rng(seed)
     centres = _sphere(rng, classes, d_in)
     labels = rng.integers(0, classes, rows)
     X = centres[labels] + noise * rng.standard_normal((rows, d_in))
-    return X, labels, centres[np.arange(n_eval) % classes]
+    held = np.arange(n_eval) % classes
+    return X, labels, centres[held], held
 
 
 def d1(rows: int, d_in: int, d_out: int, n_eval: int, noise: float, seed: int):

@@ -184,6 +184,40 @@ def _trajectories(res: ExperimentResult, folder: Path) -> list:
     return written
 
 
+def held_out(res: ExperimentResult) -> dict:
+    """The held-out metrics at the last step, when the routine has eval targets: metric ->
+    {"limit": value, "limit_se": its standard error or None, "widths": {n: (seed mean,
+    standard error over the seeds, seeds)}}; {} without eval targets."""
+    lim = res.limit
+    out = {}
+    for key in ("eval_loss", "eval_accuracy"):
+        if key not in lim.stats:
+            continue
+        se = lim.stats.get(key + "_se")
+        row = {"limit": float(lim.stats[key][-1]),
+               "limit_se": None if se is None else float(se[-1]), "widths": {}}
+        if res.study is not None:
+            for n, runs in zip(res.study.widths, res.study.runs):
+                v = np.array([tr.stats[key][-1] for tr in runs if key in tr.stats], float)
+                if v.size:
+                    err = float(v.std(ddof=1) / np.sqrt(v.size)) if v.size > 1 else None
+                    row["widths"][int(n)] = (float(v.mean()), err, int(v.size))
+        out[key] = row
+    return out
+
+
+def _held_out_table(metrics: dict) -> str:
+    """Rows: the limit, then each width (seed mean ± its standard error, seeds − 1
+    degrees of freedom); a column per held-out metric."""
+    keys = list(metrics)
+    num = lambda v, e: f"{v:.4g}" + (f" ± {e:.1e}" if e is not None else "")   # noqa: E731
+    rows = [("∞ (limit)", *(num(metrics[k]["limit"], metrics[k]["limit_se"]) for k in keys))]
+    for n in metrics[keys[0]]["widths"]:
+        rows.append((str(n), *(num(*metrics[k]["widths"][n][:2]) if n in metrics[k]["widths"]
+                               else "-" for k in keys)))
+    return Table(("width", *(f"{k} (seed mean ± SE)" for k in keys)), tuple(rows)).markdown()
+
+
 def summary(res: ExperimentResult) -> dict:
     """The machine-readable summary (what summary.json holds)."""
     exp, k, study = res.experiment, res.classification, res.study
@@ -218,6 +252,9 @@ def summary(res: ExperimentResult) -> dict:
             "consistent_with_prediction": (bool(abs(study.exponent + 0.5) <= study.exponent_ci)
                                            if study.exponent_ci <= RESOLVED_CI else None),
         }
+    metrics = held_out(res)
+    if metrics:
+        out["held_out"] = metrics
     return out
 
 
@@ -251,6 +288,9 @@ def _markdown(res: ExperimentResult, s: dict, files: list) -> str:
                      ", ".join(f"{a:+.5f} ± {b:.1e}" for a, b in zip(f, se))))
     lines += [f"## Limit after {T} steps", "", Table(("input", "f_T ± SE"), tuple(rows)).markdown(),
               ""]
+    if s.get("held_out"):
+        lines += [f"## Held-out metrics after {T} steps", "", _held_out_table(s["held_out"]),
+                  ""]
     if res.study is not None:
         c = s["convergence"]
         lines += ["## Finite networks against the limit", "",

@@ -136,8 +136,9 @@ SCHEMA: dict = {
     "model": {k.key: Key(k.kind, k.default, k.doc, choices=k.choices) for k in FILE_KEYS},
     "data": {
         "generator": Key("str", None,
-                         "built-in data: 'teacher' (regression on the unit sphere), "
-                         "'blobs' (classes for xent), 'd1' (data D1 of docs/theory.md §9) or "
+                         "built-in data: 'teacher' (regression on the unit sphere; "
+                         "noise-free held-out targets), 'blobs' (classes for xent; the "
+                         "centres held out), 'd1' (data D1 of docs/theory.md §9) or "
                          "'digits' (scikit-learn's 8x8 digits, d_out classes, test-split "
                          "targets; the extra 'data')",
                          choices=("teacher", "blobs", "d1", "digits")),
