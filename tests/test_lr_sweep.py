@@ -150,8 +150,13 @@ def test_a_metric_that_returns_nan_is_named_not_counted_as_divergence():
 def test_an_optimum_on_the_edge_of_the_grid_is_warned_about():
     net = tp.MLP(tp.mup(1), 2, 1)
     with pytest.warns(RuntimeWarning, match=r"edge of the grid \(32: η = 0.004\)"):
-        tp.lr_sweep(net, d1(), [0.001, 0.002, 0.004], widths=[32], seeds=2, limit=False,
-                    executor="serial", progress=False)
+        sw = tp.lr_sweep(net, d1(), [0.001, 0.002, 0.004], widths=[32], seeds=2, limit=False,
+                         executor="serial", progress=False)
+    # its interval is the bound [0.002, ∞), shown as such, and the plot marks it ▲
+    assert np.allclose(sw.optimal_lr[32], (0.004, 0.002, np.inf), rtol=1e-12)
+    assert sw.optima[32].method == "edge"
+    assert sw.table().rows[0][2] == "[0.002, inf]"
+    assert [ln.get_marker() for ln in sw.plot().axes[1].lines if ln.get_xdata().size] == ["^"]
 
 
 def _raising_metric(traj):

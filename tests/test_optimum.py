@@ -4,6 +4,7 @@ known: quadratic seeds, two-minimum curves, noisy outputs under a quadratic loss
 import math
 
 import numpy as np
+import pytest
 
 from tp_limits.analysis import optimum as opt
 from tp_limits.analysis.pooling import pool
@@ -107,7 +108,12 @@ def test_an_edge_minimum_is_not_searched_and_is_flagged():
     logs = np.log([0.25, 0.5, 1.0])
     costs = f(logs)
     assert opt.candidates(opt.seed_mean(costs)) == [2]
-    assert opt.best_optimum(logs, costs, []).method == "edge"
+    o = opt.best_optimum(logs, costs, [])
+    assert o.method == "edge"
+    # a bound open on the far side, not an interval: [η_2, ∞) at the top edge
+    assert o.lr == pytest.approx(1.0) and o.low == pytest.approx(0.5) and o.high == np.inf
+    low = opt.grid_optimum(logs[::-1] * -1, costs[::-1])      # the mirror: the bottom edge
+    assert low.method == "edge" and low.low == 0.0 and np.isfinite(low.high)
 
 
 class _Run:

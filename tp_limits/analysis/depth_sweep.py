@@ -19,6 +19,7 @@ from ..errors import SpecError, TPError
 from ..spec import MLP
 from .depth_check import block_counts
 from .lr_sweep import LIMIT, LRSweep, check_sweep, lr_sweep
+from .optimum import NO_OPTIMUM
 
 
 @dataclass(frozen=True)
@@ -50,13 +51,16 @@ class DepthSweep:
 
     def slope(self, key=LIMIT) -> float:
         """The least-squares slope of log η* against log K at ``key`` (a width or "inf"):
-        0 where the optimum transfers across depth (NaN with fewer than two optima)."""
+        0 where the optimum transfers across depth (NaN with fewer than two optima).  An
+        optimum at the edge of its grid is a bound, not a value, and is left out: a slope
+        through edge points would only measure the grid."""
         if key not in self.keys:
             raise SpecError(f"slope({key!r}): this study has no optimum at {key!r}; its "
                             f"widths are {self.keys}")
         pts = [(K, self.sweeps[K].optimal_lr[key][0]) for K in self.depths
                if key in self.sweeps[K].optimal_lr
-               and np.isfinite(self.sweeps[K].optimal_lr[key][0])]
+               and np.isfinite(self.sweeps[K].optimal_lr[key][0])
+               and self.sweeps[K].optima.get(key, NO_OPTIMUM).method != "edge"]
         if len(pts) < 2:
             return math.nan
         K, lr = np.log(np.array(pts, float)).T

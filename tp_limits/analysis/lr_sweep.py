@@ -236,7 +236,7 @@ class LRSweep:
         colours = plt.cm.viridis(np.linspace(0.1, 0.85, max(len(self.widths), 1)))
         # an interrupted sweep lacks some runs and optima, a diverged one has NaN optima:
         # draw what exists (the figure of a PARTIAL report)
-        found = {w: o for w, o in self.optimal_lr.items() if np.all(np.isfinite(o))}
+        found = {w: o for w, o in self.optimal_lr.items() if np.isfinite(o[0])}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)      # all-NaN rows: not drawn
             # the searches' points, unconnected: a dip between grid points shows there
@@ -275,15 +275,24 @@ class LRSweep:
         ax.legend(fontsize=7)
         shown = [w for w in self.widths if w in found]
         if self.widths:
-            if shown:
-                n = np.array(shown, float)
-                opt = np.array([found[w] for w in shown])
+            inner = [w for w in shown if np.isfinite(found[w][1:]).all() and found[w][1] > 0]
+            if inner:
+                n = np.array(inner, float)
+                opt = np.array([found[w] for w in inner])
                 bx.errorbar(n, opt[:, 0], yerr=[opt[:, 0] - opt[:, 1], opt[:, 2] - opt[:, 0]],
                             marker="o", capsize=3, label="finite widths (95 % interval)")
+            for w in (w for w in shown if w not in inner):   # at the grid's edge: a bound
+                low_edge = found[w][1] == 0
+                bx.plot([w], [found[w][0]], "v" if low_edge else "^", color="C0", ms=7,
+                        label=None)
+            if len(inner) < len(shown):
+                bx.plot([], [], "^", color="C0", label="at the grid's edge (▲ at or above, "
+                        "▼ at or below)")
             if LIMIT in found:
                 lr, lo, hi = found[LIMIT]
                 bx.axhline(lr, color="k", lw=2, label="limit")
-                bx.axhspan(lo, hi, color="k", alpha=0.15)
+                if lo > 0 and np.isfinite(hi):        # an edge's bound has no band
+                    bx.axhspan(lo, hi, color="k", alpha=0.15)
             if shown or LIMIT in found:
                 width_axis(bx, self.widths)
                 bx.set_yscale("log")

@@ -136,8 +136,14 @@ def grid_optimum(logs, costs) -> Optimum:
     if not cands:
         return NO_OPTIMUM
     i, n = cands[0], len(logs)
+    if not is_interior(i, n):
+        # best at the grid's edge: the optimum lies there or beyond it, a bound open on one
+        # side — (0, η_2] or [η_{n-1}, ∞) — not an interval the seeds could narrow
+        lo, hi = (-math.inf, logs[min(1, n - 1)]) if i == 0 else (logs[max(n - 2, 0)], math.inf)
+        return Optimum(math.exp(logs[i]), math.exp(lo), math.exp(hi), reach=math.inf,
+                       method="edge")
     best = _vertex(logs, mean)
-    lo, hi = logs[max(i - 1, 0)], logs[min(i + 1, n - 1)]
+    lo, hi = logs[i - 1], logs[i + 1]
     per = np.array([_vertex(logs, costs[:, s]) for s in range(costs.shape[1])])
     per = per[np.isfinite(per)]
     se, dof = math.nan, 0
@@ -147,8 +153,7 @@ def grid_optimum(logs, costs) -> Optimum:
         half = _t(dof) * se
         lo, hi = min(lo, np.mean(per) - half), max(hi, np.mean(per) + half)
     return Optimum(math.exp(best), math.exp(lo), math.exp(hi), se, dof,
-                   reach=float(max(best - lo, hi - best)),
-                   method="grid" if is_interior(i, n) else "edge")
+                   reach=float(max(best - lo, hi - best)), method="grid")
 
 
 def search(logs, costs, i: int, budget: int, tol: float = SEARCH_TOL, step: float = STEP):
