@@ -284,5 +284,14 @@ def test_the_table_reports_the_best_value_of_any_rate_run_the_searches_included(
     # the plot draws the searched rates as points of their own
     eta, means = sw.searched(64)
     assert len(eta) == len(runs) - 3 and min(means) == best
-    marks = [ln for ln in sw.plot().axes[0].lines if ln.get_marker() == "x"]
+    fig = sw.plot()
+    marks = [ln for ln in fig.axes[0].lines if ln.get_marker() == "x"]
     assert len(marks) == 1 and np.allclose(marks[0].get_xdata(), eta)
+    # the log axes' labels do not overprint one another
+    fig.canvas.draw()
+    for ax in fig.axes:
+        lo, hi = ax.get_ylim()
+        labels = [t for t in ax.get_yticklabels(minor=False) + ax.get_yticklabels(minor=True)
+                  if t.get_text() and lo <= t.get_position()[1] <= hi]
+        boxes = sorted((t.get_window_extent().y0, t.get_window_extent().y1) for t in labels)
+        assert all(a[1] <= b[0] + 0.5 for a, b in zip(boxes, boxes[1:])), ax.get_title()

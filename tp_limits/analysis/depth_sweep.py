@@ -20,6 +20,7 @@ from ..spec import MLP
 from .depth_check import block_counts
 from .lr_sweep import LIMIT, LRSweep, check_sweep, lr_sweep
 from .optimum import NO_OPTIMUM
+from .plotting import log_values_axis
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ class DepthSweep:
                         label=("limit (n = ∞)" if key == LIMIT else f"n = {key}")
                         + f", slope {self.slope(key):+.2f}", **style)
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        log_values_axis(ax)
         ax.set_xlabel("residual blocks K")
         ax.set_ylabel("optimal η")
         ax.set_title(f"{self.label}: the optimum across depth", fontsize=9)

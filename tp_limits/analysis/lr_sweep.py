@@ -54,7 +54,7 @@ from .optimum import (
     search,
     seed_mean,
 )
-from .plotting import width_axis
+from .plotting import log_values_axis, width_axis
 from .pooling import replicate_values
 
 #: name -> (goal, needs eval targets)
@@ -267,7 +267,7 @@ class LRSweep:
         ax.set_xscale("log")
         finite = np.array([r["value"] for r in self.records if np.isfinite(r["value"])])
         if finite.size and np.all(finite > 0):
-            ax.set_yscale("log")
+            log_values_axis(ax)
         ax.set_xlabel("learning rate η")
         ax.set_ylabel(self.metric + (" (diverged: not drawn)" if any(
             r["diverged"] for r in self.records) else ""))
@@ -295,7 +295,7 @@ class LRSweep:
                     bx.axhspan(lo, hi, color="k", alpha=0.15)
             if shown or LIMIT in found:
                 width_axis(bx, self.widths)
-                bx.set_yscale("log")
+                log_values_axis(bx)
             else:                               # no data: no log axes either
                 bx.text(0.5, 0.5, "no optimum: every run diverged or did not finish",
                         ha="center", va="center", transform=bx.transAxes)
