@@ -66,6 +66,26 @@ def test_the_advised_particle_count_is_not_refused_again(monkeypatch, net, sampl
     assert plan.engine.particles == advised
 
 
+@pytest.mark.parametrize("L, optimizer", [(1, "sgd"), (2, "sgd"), (2, "adam")])
+def test_a_run_beyond_its_time_budget_is_told_a_particle_count_that_fits(L, optimizer):
+    """The time refusal names the largest particle count (as the sampler runs it) whose
+    estimate fits the budget, and that count, given back, is accepted."""
+    import re
+
+    from tp_limits.limit.simulate import prepare_limit
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((400, 3))
+    r = tp.Routine(X, np.tanh(X[:, :1]), lr=0.01, batch_size=4,
+                   optimizer=tp.Adam() if optimizer == "adam" else None)
+    net = tp.MLP(tp.mup(L, optimizer=optimizer), 3, 1)
+    with pytest.raises(tp.SpecError, match="beyond time_budget") as err:
+        prepare_limit(net, r, particles=2 ** 16, time_budget=30)
+    k = int(re.search(r"particles=([\d,]+) fits", str(err.value))[1].replace(",", ""))
+    plan = prepare_limit(net, r, particles=k, time_budget=30)
+    assert plan.engine.particles == k and 0 < plan.engine.info["time_estimate_s"] <= 30
+    assert k & (k - 1) == 0                  # a power of two: Sobol' points with replicates
+
+
 def test_finite_and_limit_meta_describe_the_same_problem():
     net, r = tp.MLP(tp.mup(1), 2, 1), d1()
     fin = tp.train_finite(net, r, width=32, record=())

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..engine.budget import particles_within
 from ..engine.normals import HostNormals
 
 
@@ -100,6 +101,14 @@ def fitting_count(fit: int, sampler: str) -> int:
     if sampler == "qmc":
         return 1 << (fit.bit_length() - 1) if fit >= 4 else 0
     return max(0, fit - fit % 2) if sampler == "antithetic" else max(0, fit)
+
+
+def fitting_particles_advice(price, particles: int, budget, sampler: str) -> str:
+    """A time refusal's concrete advice: the largest particle count the sampler runs as
+    given whose price (``price(count)``, seconds) fits ``budget``; empty when none does."""
+    k = particles_within(price, particles, budget, lambda n: fitting_count(n, sampler))
+    return (f"particles={k:,} fits it at these steps and replicates"
+            if 2 <= k < particles else "")
 
 
 def sampler_count(particles: int, sampler: str) -> int:

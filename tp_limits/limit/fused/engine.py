@@ -35,7 +35,7 @@ from ...errors import DivergenceError, SpecError
 from ..base import FeatureLearningEngine
 from ..replicates import run_replicates
 from ..result import LimitResult
-from ..sampling import Draws, fitting_count
+from ..sampling import Draws, fitting_count, fitting_particles_advice
 from .blocks import MIN_BLOCK, block_size
 from .columns import STAT_FIELDS, SweepColumns, n_columns
 from .contract import SweepData, sweep_args
@@ -146,13 +146,16 @@ class ParticleEngine(FeatureLearningEngine):
             self.info = {"kernel": self.kernel, "particles": self.particles,
                          "sampler": self.sampler}
             if self.kernel == "numba":            # the host kernel's measured prices
-                estimate = time_estimate(problem, self.particles, self.stats,
-                                         options.replicates, at_once)
+                def price(n):
+                    return time_estimate(problem, n, self.stats, options.replicates, at_once)
+                estimate = price(self.particles)
                 refuse_beyond_budget(
                     estimate, options.time_budget,
                     f"this one-hidden-layer Monte Carlo run (T = {problem.T} steps, "
                     f"{self.particles:,} particles, replicates = {options.replicates})",
-                    "fewer steps, particles or replicates")
+                    "fewer steps, particles or replicates",
+                    fitting_particles_advice(price, self.particles, options.time_budget,
+                                             self.sampler))
                 self.info["time_estimate_s"] = round(estimate, 3)
         self.info["phi_cache"] = self.cache_phi
         # the pre-activation tiles of the fused kernel, one choice for the run (tiling.py)

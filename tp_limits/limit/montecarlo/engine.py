@@ -14,7 +14,7 @@ from ...errors import SpecError
 from ..base import FeatureLearningEngine
 from ..replicates import run_replicates
 from ..result import LimitResult
-from ..sampling import fitting_count
+from ..sampling import fitting_count, fitting_particles_advice
 from . import history_kernels
 from .montecarlo import GROUPS, DeepRun, RunSpec, qmc_dims
 from .msign import MsignDeepRun
@@ -140,13 +140,17 @@ class MonteCarloEngine(FeatureLearningEngine):
                               if self.spec.record_stats else ""),
                           usable=lambda k: fitting_count(k, self.sampler))
         self.bar_total = problem.T * options.replicates
-        estimate = time_estimate(problem, self.particles, options.dtype, options.replicates,
-                                 self.workers, partners * (2 if debias else 1))
+        def price(n):
+            return time_estimate(problem, n, options.dtype, options.replicates, self.workers,
+                                 partners * (2 if debias else 1))
+        estimate = price(self.particles)
         refuse_beyond_budget(
             estimate, options.time_budget,
             f"this deep Monte Carlo run (its cost grows like T²: T = {problem.T} steps, "
             f"{self.particles:,} particles, replicates = {options.replicates})",
-            "fewer steps, particles or replicates")
+            "fewer steps, particles or replicates",
+            fitting_particles_advice(price, self.particles, options.time_budget,
+                                     self.sampler))
         self.info = {"particles": self.particles, "zdot": zdot.name, "workers": self.workers,
                      "sampler": self.sampler, "time_estimate_s": round(estimate, 3)}
         if partners:
