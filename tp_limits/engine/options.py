@@ -264,8 +264,8 @@ LIMIT_OPTIONS = (
                    "limit.sampler", knob=True, optional=True),
     Option("time_budget", 3600.0, check_time_budget,
            "Monte Carlo (deep, and one hidden layer on the host): refuse, before any work, "
-           "a run estimated (its measured cost model) to take longer than this many seconds "
-           "(None: no limit; meta['time_estimate_s'])",
+           "a run estimated (its measured cost model) to take longer than this many seconds, "
+           "naming a particle count that fits (None: no limit; meta['time_estimate_s'])",
            "limit.time_budget", "number", knob=True),
 )
 
