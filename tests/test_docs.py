@@ -136,3 +136,29 @@ def test_the_guides_run_as_written():
     opt = ns["sweep"].optimal_lr
     assert set(opt) == {64, 256, "inf"} and all(0.1 < opt[k][0] < 10 for k in opt)
     assert ns["cfg"].net.param.classify().regime == "feature_learning"
+
+
+def test_the_signatures_in_api_md_are_the_code_s():
+    """Every `### tp.name(...)` heading of docs/api.md lists the function's parameters in
+    order with its defaults, as inspect.signature reads them from the code."""
+    import inspect
+    import re
+
+    import numpy as np
+
+    import tp_limits as tp
+    text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^### `(tp\.[\w.]+)\((.*?)\)`", text, flags=re.M)
+    assert len(headings) >= 20
+    for name, args in headings:
+        obj = tp
+        for part in name.split(".")[1:]:
+            obj = getattr(obj, part)
+        params = inspect.signature(obj).parameters
+        given = [p.strip() for p in re.split(r",\s*(?![^()]*\))", args) if p.strip()]
+        assert [p.split("=")[0].strip().lstrip("*") for p in given] == list(params), name
+        for p in given:
+            if "=" in p:
+                key, value = (x.strip() for x in p.split("=", 1))
+                want, have = eval(value, {"np": np}), params[key].default   # noqa: S307
+                assert want == have or np.dtype(want) == have, (name, key, value, have)
