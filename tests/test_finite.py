@@ -149,7 +149,7 @@ def test_stats_match_direct_computation():
     net = tp.MLP(tp.mup(2), 2, 1)
     r = d1()
     n = 80
-    tr = tp.train_finite(net, r, n, seed=2)
+    tr = tp.train_finite(net, r, n, seed=2, record=("stats", "spectral"))
     nw = FiniteNetwork(net, n, r.lr, 2, NP, np.float64, keep_init=True)
     Y = r.targets(1)
     for t in range(r.steps):
@@ -246,7 +246,8 @@ def test_a_statistic_failing_on_overflowed_weights_is_a_divergence(monkeypatch):
     def broken(self, l, d):
         raise np.linalg.LinAlgError("SVD did not converge")
     monkeypatch.setattr(stats.StatsRecorder, "_norm_delta", broken)
-    tr = tp.train_finite(tp.MLP(tp.mup(2), 2, 1), d1(), 64, on_divergence="stop")
+    tr = tp.train_finite(tp.MLP(tp.mup(2), 2, 1), d1(), 64, on_divergence="stop",
+                         record=("stats", "spectral"))
     assert tr.divergence.quantity == "weights" and tr.steps == 0
 
 

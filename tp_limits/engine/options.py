@@ -277,9 +277,9 @@ FINITE_OPTIONS = (
     Option("dtype", np.dtype(np.float64), check_dtype, "float64 or float32"),
     _choice_option("backprop", "exact", BACKPROP,
                    "'exact', or 'decoupled' (L >= 2; a negative control)"),
-    Option("record", ("stats", "spectral"), lambda v: check_record(v, ("stats", "spectral")),
-           "per-layer statistics ('stats') and spectral-norm ratios ('spectral'); either "
-           "keeps a copy of W_0"),
+    Option("record", ("stats",), lambda v: check_record(v, ("stats", "spectral")),
+           "per-layer statistics ('stats'), and spectral-norm ratios ('spectral', when "
+           "asked: they cost about as much as the training); either keeps a copy of W_0"),
     _choice_option("on_divergence", "raise", ON_DIVERGENCE,
                    "'raise' a DivergenceError, or 'stop' and return the steps before it"),
     Option("progress", False, check_progress, "a progress bar"),

@@ -100,7 +100,7 @@ def run_bytes(problem: Problem, width: int, dtype, record) -> int:
 
 
 def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend: str = "numpy",
-                 dtype=np.float64, backprop: str = "exact", record=("stats", "spectral"),
+                 dtype=np.float64, backprop: str = "exact", record=("stats",),
                  on_divergence: str = "raise", progress: bool = False,
                  divergence_bound: float | None = 1e10, keep_weights: bool = False,
                  **knobs) -> Trajectory:
@@ -111,10 +111,10 @@ def train_finite(net: MLP, routine: Routine, width: int, seed: int = 0, backend:
     backend : 'numpy' or 'cupy' (CuPy imported only when asked for).
     backprop : 'exact', or 'decoupled' (docs/theory.md §3; a negative control).
     record : subset of ('stats', 'spectral'): per-layer coordinate statistics
-        on the evaluation inputs (finite/stats.py), and spectral-norm ratios
-        (‖W_0‖_* by Lanczos, ‖ΔW‖_* by power iteration, docs/theory.md §7.4);
-        either keeps a copy of W_0.  f_eval, f_train and loss are always
-        recorded.
+        on the evaluation inputs (finite/stats.py; the default), and spectral-norm
+        ratios (‖W_0‖_* by Lanczos, ‖ΔW‖_* by power iteration, docs/theory.md §7.4;
+        asked for, as they cost about as much as the training itself); either keeps
+        a copy of W_0.  f_eval, f_train and loss are always recorded.
     on_divergence : 'raise' a DivergenceError naming step, layer and
         quantity, or 'stop' and return the partial trajectory, whose
         ``divergence`` says where.
