@@ -120,3 +120,31 @@ def test_a_zero_rate_multiplier_freezes_its_layer():
     assert not np.array_equal(w.initial[1], w.final[1])
     with pytest.raises(tp.SpecError, match="nothing would train"):
         tp.MLP(tp.mup(2), 3, 2, lr_mult=[0, 0, 0])
+
+
+def test_a_routine_from_a_dataset_draws_shuffled_epochs():
+    """Routine.from_arrays: each epoch a seeded permutation, incomplete batches dropped, the
+    steps cycling through the epochs; the same seed gives the same batches; without
+    shuffle the data in order."""
+    X = np.arange(20.0).reshape(10, 2)
+    y = np.arange(10)
+    r = tp.Routine.from_arrays(X, y, lr=0.1, batch_size=3, epochs=2, seed=4, loss="xent")
+    assert r.steps == 6 and r.batch_size == 3                  # ⌊10/3⌋ = 3 batches per epoch
+    first, second = r.Y[:9], r.Y[9:]
+    assert len(set(first)) == 9 and len(set(second)) == 9     # no example twice in an epoch
+    assert not np.array_equal(first, second)                  # a fresh permutation each epoch
+    assert np.array_equal(r.X[:, 0], 2.0 * r.Y)               # rows stay with their targets
+    again = tp.Routine.from_arrays(X, y, lr=0.1, batch_size=3, epochs=2, seed=4, loss="xent")
+    assert np.array_equal(again.Y, r.Y)
+    steps = tp.Routine.from_arrays(X, y, lr=0.1, batch_size=4, steps=5, shuffle=False,
+                                   loss="xent")
+    assert steps.steps == 5 and list(steps.Y[:8]) == list(range(8))   # 2 batches a pass
+    assert list(steps.Y[8:12]) == list(range(4))
+    with pytest.raises(tp.SpecError, match="not both"):
+        tp.Routine.from_arrays(X, y, lr=0.1, steps=3, epochs=1)
+    with pytest.raises(tp.SpecError, match="Y has 9 rows but X has 10"):
+        tp.Routine.from_arrays(X, y[:9], lr=0.1)
+    with pytest.raises(tp.SpecError, match="batch_size = 11 exceeds the 10 examples"):
+        tp.Routine.from_arrays(X, y, lr=0.1, batch_size=11)
+    with pytest.raises(tp.SpecError, match="shuffle"):
+        tp.Routine.from_arrays(X, y, lr=0.1, shuffle="yes")

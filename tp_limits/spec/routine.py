@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import SpecError
 from ..losses import get_loss
-from .checks import as_matrix, check_int
+from .checks import as_matrix, check_bool, check_int
 from .optimizers import Optimizer, names
 from .schedules import resolve
 
@@ -98,6 +98,37 @@ class Routine:
         object.__setattr__(self, "eval_inputs", E)
         object.__setattr__(self, "eval_targets", eval_targets)
         object.__setattr__(self, "optimizer", optimizer)
+
+    @classmethod
+    def from_arrays(cls, X, Y, lr, batch_size: int = 1, steps=None, epochs=None,
+                    shuffle: bool = True, seed: int = 0, **routine) -> "Routine":
+        """A routine over a dataset of n examples (X, Y), as a training loop would draw it:
+        ``epochs`` passes (default 1) or ``steps`` batches of ``batch_size``; each pass a
+        fresh permutation of the examples when ``shuffle`` (seeded by ``seed``: the same
+        batches for a finite network and its limit) with its first ⌊n/B⌋·B rows used (an
+        incomplete batch dropped), passes following one another until the steps are
+        done.  ``routine``: the other arguments of :class:`Routine` (loss, eval_inputs,
+        eval_targets, optimizer); a schedule ``lr`` has one rate per step."""
+        X = as_matrix(X, "X")
+        Y = np.asarray(Y)
+        if Y.ndim == 0 or len(Y) != len(X):
+            raise SpecError(f"Y has {0 if Y.ndim == 0 else len(Y)} rows but X has {len(X)}: "
+                            "one target per example")
+        B = check_int(batch_size, "batch_size")
+        if B > len(X):
+            raise SpecError(f"batch_size = {B} exceeds the {len(X)} examples")
+        shuffle = check_bool(shuffle, "shuffle")
+        seed = check_int(seed, "seed", minimum=0)
+        if steps is not None and epochs is not None:
+            raise SpecError("give steps= or epochs=, not both")
+        per_pass = len(X) // B
+        steps = (per_pass * check_int(1 if epochs is None else epochs, "epochs")
+                 if steps is None else check_int(steps, "steps"))
+        rng = np.random.default_rng(seed)
+        passes = -(-steps // per_pass)
+        order = np.concatenate([(rng.permutation(len(X)) if shuffle else np.arange(len(X)))
+                                [:per_pass * B] for _ in range(passes)])[:steps * B]
+        return cls(X[order], Y[order], lr, batch_size=B, steps=steps, **routine)
 
     @staticmethod
     def _targets(Y, loss: str, n: int, name: str = "Y", rows_of: str = "X") -> np.ndarray:
