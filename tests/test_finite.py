@@ -1,7 +1,7 @@
 """The finite-width engine against independent references and the theory."""
 import numpy as np
 import pytest
-from conftest import d1, t_quantile
+from conftest import D1, d1, t_quantile
 
 import tp_limits as tp
 from tp_limits.engine.backend import get_backend
@@ -413,7 +413,6 @@ def test_eval_every_evaluates_only_its_steps_and_changes_nothing_else():
     at 0 and T, the very values of a run that evaluates every step (evaluating moves no
     weight), NaN elsewhere; the steps in meta; training itself untouched; the estimate
     prices only the evaluations made."""
-    from conftest import D1
     net = tp.MLP(tp.mup(2), 2, 1, phi="tanh")
     r = tp.Routine(X=np.tile(D1["X"], (4, 1)), Y=np.tile(D1["Y"], (4, 1)),
                    eval_inputs=D1["eval_inputs"], lr=0.5)

@@ -177,29 +177,28 @@ class LRSweep:
                 out[index[r["lr"]], seeds.index(r["seed"])] = r["value"]
         return out
 
+    def _by_lr(self, width) -> dict:
+        """η -> the values of every seed (replicate) run at ``width`` and η, grid and
+        searches alike, in η order."""
+        by_lr = {}
+        for r in sorted(self.records, key=lambda r: r["lr"]):
+            if r["width"] == width:
+                by_lr.setdefault(r["lr"], []).append(r["value"])
+        return by_lr
+
     def searched(self, width) -> tuple:
         """(η, seed-mean metric) at the rates the searches ran beyond the grid at ``width``,
         sorted by η (empty arrays when there were none)."""
-        grid = set(self.lrs)
-        by_lr = {}
-        for r in self.records:
-            if r["width"] == width and r["lr"] not in grid:
-                by_lr.setdefault(r["lr"], []).append(r["value"])
-        etas = np.array(sorted(by_lr), float)
-        return etas, np.array([np.mean(by_lr[e]) for e in sorted(by_lr)], float)
+        beyond = {lr: v for lr, v in self._by_lr(width).items() if lr not in set(self.lrs)}
+        return (np.array(list(beyond), float),
+                np.array([np.mean(v) for v in beyond.values()], float))
 
     def best_value(self, width) -> float:
         """The best seed-mean metric of any learning rate run at ``width`` — the grid's and
         the searches' (which close in on the optimum, so this is the value beside η*,
         not the best grid point's); NaN when nothing was run."""
-        by_lr = {}
-        for r in self.records:
-            if r["width"] == width:
-                by_lr.setdefault(r["lr"], []).append(r["value"])
-        if not by_lr:
-            return math.nan
-        costs = [float(np.mean(_cost(v, self.goal))) for v in by_lr.values()]
-        return min(costs) * (1 if self.goal == "min" else -1)
+        costs = [float(np.mean(_cost(v, self.goal))) for v in self._by_lr(width).values()]
+        return min(costs) * (1 if self.goal == "min" else -1) if costs else math.nan
 
     @property
     def keys(self) -> tuple:

@@ -248,9 +248,8 @@ def summary(res: ExperimentResult) -> dict:
             "exponent": study.exponent, "exponent_ci95": study.exponent_ci,
             "predicted_exponent": -0.5, "limit_error": study.limit_error,
             "conditioned_on_f0": study.conditioned,
-            "exponent_resolved": study.exponent_ci <= RESOLVED_CI,
-            "consistent_with_prediction": (bool(abs(study.exponent + 0.5) <= study.exponent_ci)
-                                           if study.exponent_ci <= RESOLVED_CI else None),
+            "exponent_resolved": _consistent(study.exponent, study.exponent_ci) is not None,
+            "consistent_with_prediction": _consistent(study.exponent, study.exponent_ci),
         }
     metrics = held_out(res)
     if metrics:
@@ -499,12 +498,20 @@ def console_table(res: ExperimentResult) -> str:
             f"{exponent_verdict(c.exponent, c.exponent_ci)}")
 
 
-def exponent_verdict(exponent: float, ci: float) -> str:
-    """What a fitted width exponent says about the predicted n^(−1/2): consistent with it
-    or not when its 95 % interval is at most ±``RESOLVED_CI`` (half the prediction), else
-    nothing — an interval as wide as ±0.54 holds 0 and −1 too."""
+def _consistent(exponent: float, ci: float) -> bool | None:
+    """Whether a fitted width exponent agrees with the predicted −1/2 within its 95 %
+    interval ``ci``; None when the interval is wider than ±``RESOLVED_CI`` (half the
+    prediction): an interval as wide as ±0.54 holds 0 and −1 too, and tests nothing."""
     if not ci <= RESOLVED_CI:
+        return None
+    return bool(abs(exponent + 0.5) <= ci)
+
+
+def exponent_verdict(exponent: float, ci: float) -> str:
+    """What a fitted width exponent says about the predicted n^(−1/2) (:func:`_consistent`),
+    in words."""
+    agrees = _consistent(exponent, ci)
+    if agrees is None:
         return (f"too uncertain to test the predicted −1/2 (the interval is wider than "
                 f"±{RESOLVED_CI}: more seeds or a wider range of widths)")
-    return ("consistent with" if abs(exponent + 0.5) <= ci else "differs from") \
-        + " the predicted −1/2"
+    return ("consistent with" if agrees else "differs from") + " the predicted −1/2"

@@ -100,8 +100,8 @@ def select_engine(problem, options):
 def _refuse_kernel_knobs(options, label: str) -> None:
     """The kernel engine's knobs refused in a feature-learning limit, whose f_0 is 0 by
     the mathematics (feature learning forces a_{L+1} + b_{L+1} ≥ 1, docs/theory.md
-    §1.2): an f_0 array or a number of NNGP draws would change nothing.  ``f0='zero'`` agrees with that limit and
-    passes (studies that treat every regime alike ask for it)."""
+    §1.2): an f_0 array or a number of NNGP draws would change nothing.  ``f0='zero'``
+    agrees with that limit and passes (studies that treat every regime alike ask for it)."""
     asked = []
     if not (isinstance(options.f0, str) and options.f0 in ("sample", "zero")):
         asked.append("f0 given as an array")
