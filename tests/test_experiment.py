@@ -22,6 +22,7 @@ from tp_limits.experiment import (
     write_report,
 )
 from tp_limits.experiment.data import GENERATORS
+from tp_limits.experiment.runner import read_toml
 from tp_limits.spec.layers import RMSNorm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -289,7 +290,7 @@ def test_sweep_command_writes_the_optima(tmp_path, capsys):
     rows = (out / "records.csv").read_text().splitlines()
     searched = sum(o["evaluations"] * 4 for o in info["optima"].values())   # 4 seeds each
     assert info["optima"]["64"]["method"] == "search" and info["optima"]["64"]["dof"] == 3
-    assert rows[0] == "width,lr,seed,value,diverged"
+    assert rows[0] == "parametrization,width,lr,seed,value,diverged"
     assert len(rows) == 1 + 7 * 3 * 4 + 7 * 4 + searched
     assert (out / "figures" / "sweep.png").stat().st_size > 10_000
     plain = tmp_path / "plain.toml"
@@ -413,3 +414,71 @@ def test_held_out_metrics_are_reported_when_the_data_has_targets(tmp_path):
     out = tmp_path / "d1"
     write_report(plain, out)
     assert "held_out" not in json.loads((out / "summary.json").read_text())
+
+
+def test_sp_beside_mup_from_one_file(tmp_path, capsys):
+    """sweep.compare = ["sp"]: the file's μP and SP swept on one grid; SP, which has no
+    limit, is swept at its finite widths and its optimum drifts down (the ratio's interval
+    excludes 1) while μP's stays (its interval holds 1)."""
+    toml = ROOT / "examples" / "experiments" / "sp_vs_mup_digits.toml"
+    assert main(["sweep", str(toml), "--check"]) == 0
+    assert "muP, SP" in capsys.readouterr().out
+    cfg = read_toml(toml)
+    cfg["sweep"]["seeds"] = 3
+    cfg["finite"]["widths"] = [64, 1024]
+    cfg["limit"].update(particles=1_000, replicates=2)
+    small = tmp_path / "small.toml"
+    small.write_text(_as_toml(cfg))
+    out = tmp_path / "out"
+    assert main(["sweep", str(small), "--out", str(out), "--serial"]) == 0
+    text = capsys.readouterr().out
+    assert "estimated" in text and "SP is unstable, so it has no infinite-width limit" in text
+    info = json.loads((out / "sweep.json").read_text())
+    assert info["parametrization"] == "muP" and set(info["optimal_lr"]) == {"64", "1024", "inf"}
+    (sp,) = info["compare"]
+    assert sp["parametrization"] == "SP" and set(sp["optimal_lr"]) == {"64", "1024"}
+    assert sp["drift"]["high"] < 1 < info["drift"]["high"] and info["drift"]["low"] < 1
+    rows = (out / "records.csv").read_text().splitlines()
+    assert rows[0].startswith("parametrization,") and {r.split(",")[0] for r in rows[1:]} == {
+        "muP", "SP"}
+    summary = (out / "summary.md").read_text()
+    assert "## muP" in summary and "## SP" in summary and "η*(n = 1024)/η*(n = 64)" in summary
+
+
+def _as_toml(cfg: dict) -> str:
+    """A parsed experiment file written back as TOML (scalars and flat lists)."""
+    def value(v):
+        if isinstance(v, bool):
+            return str(v).lower()
+        if isinstance(v, str):
+            return json.dumps(v)
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        return repr(v)
+    return "\n".join(f"[{section}]\n" + "\n".join(f"{k} = {value(v)}" for k, v in keys.items())
+                     for section, keys in cfg.items()) + "\n"
+
+
+def test_unstable_parametrizations_are_swept_but_not_run(tmp_path, capsys):
+    """SP (unstable: no limit) builds for a sweep — finite widths only — and is refused by
+    `run` and `run --check`, which need the limit; sweep.compare's names are checked."""
+    base = {"parametrization": {"preset": "sp", "L": 1}, "data": {"generator": "d1"},
+            "routine": {"lr": 0.1}, "finite": {"widths": [8, 16], "seeds": 2}}
+    with pytest.raises(ExperimentError, match=r"(?s)unstable.*\[sweep\] section sweeps"):
+        build(base)
+    swept = with_(base, "sweep", lrs=[0.05, 0.1, 0.2], limit=False, refine=0)
+    exp = build(swept)
+    assert exp.estimate["sweep"] > 0 and "limit" not in exp.estimate
+    with pytest.raises(ExperimentError, match="unstable and has no limit to run"):
+        run(exp, progress=False)
+    path = tmp_path / "sp.toml"
+    path.write_text(_as_toml(swept))
+    assert main(["run", str(path), "--check"]) == 2
+    assert "tp-limits sweep --check" in capsys.readouterr().err
+    for compare, message in ((["mpu"], "sweep.compare holds 'mpu' (did you mean 'mup'?)"),
+                             (["sp"], "twice, or the file's own"),
+                             (["mup", "mup"], "twice")):
+        with pytest.raises(ExperimentError, match=re.escape(message)):
+            build(with_(swept, "sweep", compare=compare))
+    with pytest.raises(ExperimentError, match="sweep.compare needs sweep.lrs"):
+        build(with_(base, "sweep", compare=["mup"]))

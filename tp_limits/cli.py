@@ -97,7 +97,7 @@ def _run_experiment(exp, out: str, executor, force: bool = False) -> int:
           f"{exp.routine.steps} steps; limit: {exp.limit['particles']:,} particles x "
           f"{exp.limit['replicates']} replicates"
           + (f"; finite: widths {list(exp.finite['widths'])} x {exp.finite['seeds']} seeds"
-             if exp.finite else ""))
+             if exp.finite else "") + f"\n  {_estimate_line(exp, ('limit', 'finite'))}")
     with claimed_output(out):
         res = run(exp, progress=True, executor=executor)
         files = write_report(res, out, force=force)
@@ -108,6 +108,17 @@ def _run_experiment(exp, out: str, executor, force: bool = False) -> int:
     print(console_table(res))
     print(f"wrote {len(files)} files to {out}/ (summary.md, figures/, trajectories/)")
     return 0
+
+
+def _estimate_line(exp, parts) -> str:
+    """'estimated 2 min on two cores (limit 40 s, finite 1 min)': the engines' cost models,
+    summed over the runs of ``parts`` (docs/performance.md, "Time estimates")."""
+    from .engine.progress import duration
+    priced = {p: exp.estimate[p] for p in parts if p in exp.estimate}
+    total = sum(priced.values())
+    split = ", ".join(f"{p} {duration(t)}" for p, t in priced.items())
+    return (f"estimated {duration(total)} on two cores"
+            + (f" ({split})" if len(priced) > 1 else ""))
 
 
 def _cmd_demo(args) -> int:
@@ -127,8 +138,12 @@ def _cmd_run(args) -> int:
         raise TPError("give an experiment file: tp-limits run experiment.toml")
     exp = load(args.config)
     if args.check:
-        print(f"{args.config}: valid ({exp.net.param.label}, L = {exp.net.L}, "
-              f"{exp.net.param.classify().regime})")
+        k = exp.net.param.classify()
+        if not k.stable:
+            raise TPError(f"{args.config}: {exp.net.param.label} is unstable and has no limit "
+                          "to run; its [sweep] is valid: tp-limits sweep --check")
+        print(f"{args.config}: valid ({exp.net.param.label}, L = {exp.net.L}, {k.regime}); "
+              f"{_estimate_line(exp, ('limit', 'finite'))}")
         return 0
     return _run_experiment(exp, args.out, "serial" if args.serial else None, args.force)
 
@@ -141,14 +156,16 @@ def _cmd_sweep(args) -> int:
     if not exp.sweep:
         raise TPError(f"{args.config} has no [sweep] section (give sweep.lrs = [...])")
     check_output_folder(args.out, args.force)
+    labels = ", ".join(n.param.label for n in (exp.net, *exp.compared))
     if args.check:
-        print(f"{args.config}: valid sweep ({len(exp.sweep['lrs'])} learning rates, widths "
-              f"{list(exp.sweep['widths'])}, metric {exp.sweep['metric']})")
+        print(f"{args.config}: valid sweep ({labels}; {len(exp.sweep['lrs'])} learning "
+              f"rates, widths {list(exp.sweep['widths'])}, metric {exp.sweep['metric']}); "
+              f"{_estimate_line(exp, ('sweep',))}")
         return 0
     s = exp.sweep
-    print(f"{exp.name}\n  {exp.net.param.label}, L = {exp.net.L}, phi = {exp.net.phi}; "
+    print(f"{exp.name}\n  {labels}, L = {exp.net.L}, phi = {exp.net.phi}; "
           f"{len(s['lrs'])} learning rates x widths {list(s['widths'])} x {s['seeds']} seeds"
-          + (" + the limit" if s["limit"] else ""))
+          + (" + the limit" if s["limit"] else "") + f"\n  {_estimate_line(exp, ('sweep',))}")
     with claimed_output(args.out):
         res = run_sweep(exp, progress=True, executor="serial" if args.serial else None)
         files = write_sweep_report(res, args.out, force=args.force)
@@ -156,7 +173,8 @@ def _cmd_sweep(args) -> int:
         print(f"tp-limits: interrupted; wrote the PARTIAL sweep ({len(files)} files) to "
               f"{args.out}/", file=sys.stderr)
         return 130
-    print(res.sweep.table().text())
+    for sw in res.sweeps:
+        print((f"{sw.label}\n" if len(res.sweeps) > 1 else "") + sw.table().text())
     print(f"wrote {len(files)} files to {args.out}/ (summary.md, records.csv, figures/)")
     return 0
 

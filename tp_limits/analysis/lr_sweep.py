@@ -213,8 +213,8 @@ class LRSweep:
             rows.append((str(w), f"{lr:.4g}", f"[{lo:.3g}, {hi:.3g}]", f"{best:.4g}",
                          str(int(np.sum([r["diverged"] for r in self.records
                                          if r["width"] == w])))))
-        if self.no_limit:
-            rows.append((LIMIT, "-", "-", "-", self.no_limit))
+        if self.no_limit:        # its first clause; the whole reason is in ``no_limit``
+            rows.append((LIMIT, "-", "-", "-", self.no_limit.split(":")[0]))
         return Table(("width", "optimal lr", "95 % interval", f"best {self.metric}",
                       "diverged runs"), tuple(rows))
 
@@ -226,11 +226,15 @@ class LRSweep:
             raise TPError("to_pandas needs pandas (pip install pandas)") from None
         return pd.DataFrame(list(self.records))
 
-    def plot(self):
+    def plot(self, axes=None):
         """Left: metric against η per width, the limit in black with its band, optima
-        marked.  Right: the optimal η against width, the limit's as a horizontal line."""
+        marked.  Right: the optimal η against width, the limit's as a horizontal line.
+        ``axes``: a pair of matplotlib axes to draw into (default: a new figure)."""
         import matplotlib.pyplot as plt
-        fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
+        if axes is None:
+            fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
+        else:
+            (ax, bx), fig = axes, axes[0].figure
         lrs = np.array(self.lrs, float)
         colours = plt.cm.viridis(np.linspace(0.1, 0.85, max(len(self.widths), 1)))
         # an interrupted sweep lacks some runs and optima, a diverged one has NaN optima:
@@ -299,12 +303,28 @@ class LRSweep:
                 bx.text(0.5, 0.5, "no optimum: every run diverged or did not finish",
                         ha="center", va="center", transform=bx.transAxes)
             bx.set_ylabel("optimal η")
-            bx.set_title("where the optimum goes" + (f" (no limit: {self.no_limit})"
-                                                      if self.no_limit else ""), fontsize=9)
+            bx.set_title("where the optimum goes" + (
+                f" ({self.no_limit.split(':')[0]})" if self.no_limit else ""), fontsize=9)
             if shown or LIMIT in found:
                 bx.legend(fontsize=7)
-        fig.tight_layout()
+        if axes is None:
+            fig.tight_layout()
         return fig
+
+    def drift(self) -> tuple:
+        """How far the optimum moves across the finite widths: (n_min, n_max, ratio, low,
+        high) with ratio = η*(n_max)/η*(n_min) and a conservative 95 % interval from the
+        two optima's intervals (an edge optimum's open side makes it 0 or ∞); None with
+        fewer than two widths that have an optimum.  About 1 when the rate transfers;
+        (n_min/n_max)^α when it drifts like n^(−α)."""
+        have = [w for w in self.widths if np.isfinite(self.optimal_lr.get(w, (np.nan,))[0])]
+        if len(have) < 2:
+            return None
+        (a, alo, ahi), (b, blo, bhi) = self.optimal_lr[have[0]], self.optimal_lr[have[-1]]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            low = blo / ahi if np.isfinite(ahi) else 0.0
+            high = bhi / alo if alo > 0 else math.inf
+        return have[0], have[-1], b / a, float(low), float(high)
 
 
 def _limit_runner(net, routine, fn, goal, particles, evaluations):
@@ -464,7 +484,7 @@ def lr_sweep(net: MLP, routine: Routine, lrs, widths=(), seeds=8, limit: bool = 
     of freedom, the search's error bound, rival minima).  Ctrl-C stops the sweep
     and returns what finished (``interrupted``), with the grid's optima.
     """
-    lrs, widths, seeds, (name, goal, fn), executor = check_sweep(
+    lrs, widths, seeds, (name, goal, fn), executor, _ = check_sweep(
         net, routine, lrs, widths, seeds, limit, metric, particles, replicates, executor,
         refine, **train_kwargs)
     evaluations = _evaluations(net, routine, fn, train_kwargs)
@@ -543,7 +563,8 @@ def check_sweep(net: MLP, routine: Routine, lrs, widths=(), seeds=8, limit: bool
                 metric="final_loss", particles: int = 20_000, replicates: int = 8,
                 executor=None, refine: int = 12, **train_kwargs):
     """Every check :func:`lr_sweep` makes before any work; returns the cleaned
-    (lrs, widths, seeds, (metric name, goal, metric), executor)."""
+    (lrs, widths, seeds, (metric name, goal, metric), executor, estimate): the last the
+    sweep's price in seconds on two cores, grid and searches at every seed and replicate."""
     Problem(net, routine)                            # the network fits the data
     lrs = tuple(sorted(finite_positive(lr, "lr")
                        for lr in check_sequence(lrs, "lrs", "a list of learning rates",
@@ -591,4 +612,4 @@ def check_sweep(net: MLP, routine: Routine, lrs, widths=(), seeds=8, limit: bool
         f"curve, at {len(widths)} widths × {len(seeds)} seeds"
         + (f" and the limit × {replicates} replicates" if limit else "") + ")",
         "fewer widths, seeds, replicates, learning rates or a smaller refine")
-    return lrs, widths, seeds, spec, executor
+    return lrs, widths, seeds, spec, executor, total

@@ -68,6 +68,8 @@ def compile_notice(what: str, after: float = 3.0):
 
 def duration(seconds: float) -> str:
     """``42 s``, ``17 min``, ``2.5 h``: an estimate's size, not its digits."""
+    if seconds < 1:
+        return "under 1 s"
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 7200:

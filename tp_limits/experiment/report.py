@@ -446,35 +446,50 @@ def _json(path: Path, obj) -> None:
 
 
 def write_sweep_report(res, out, force: bool = False) -> list:
-    """The learning-rate sweep's records (CSV), optima (JSON), figure and summary."""
-    sw, exp = res.sweep, res.experiment
+    """The learning-rate sweeps' records (CSV), optima (JSON), figure and summary: one
+    table and one row of the figure per parametrization (the file's own, then
+    ``sweep.compare``'s), and how far each one's optimum drifts across the widths."""
+    exp = res.experiment
+    sweeps = res.sweeps
 
     def write(stage):
         import matplotlib.pyplot as plt
         (stage / "figures").mkdir()
-        lines = ["width,lr,seed,value,diverged"] + [
-            f"{r['width']},{r['lr']!r},{r['seed']},{r['value']!r},{str(r['diverged']).lower()}"
-            for r in sw.records]
+        lines = ["parametrization,width,lr,seed,value,diverged"] + [
+            f"{sw.label},{r['width']},{r['lr']!r},{r['seed']},{r['value']!r},"
+            f"{str(r['diverged']).lower()}" for sw in sweeps for r in sw.records]
         (stage / "records.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
         _json(stage / "sweep.json", {
-            "name": exp.name, "complete": res.complete, "metric": sw.metric, "goal": sw.goal,
-            "lrs": list(sw.lrs), "widths": list(sw.widths),
-            "optimal_lr": {str(k): list(v) for k, v in sw.optimal_lr.items()},
-            "optima": {str(k): dataclasses.asdict(o) for k, o in sw.optima.items()},
-            "no_limit": sw.no_limit or None, "wall_time_s": res.wall_time_s})
+            "name": exp.name, "complete": res.complete, **_sweep_json(sweeps[0]),
+            "compare": [_sweep_json(sw) for sw in sweeps[1:]],
+            "wall_time_s": res.wall_time_s})
         _json(stage / "config.json", exp.config)
-        fig = sw.plot()
+        fig, axes = plt.subplots(len(sweeps), 2, figsize=(11, 4.2 * len(sweeps)),
+                                 squeeze=False)
+        for sw, pair in zip(sweeps, axes):
+            sw.plot(axes=pair)
+        fig.tight_layout()
         fig.savefig(stage / "figures" / "sweep.png", dpi=110)
         plt.close(fig)
+        sw = sweeps[0]
         head = [f"# {exp.name}: learning-rate sweep", ""]
         if not res.complete:
-            head += ["**PARTIAL RESULT: the sweep was interrupted.** The table holds the runs "
-                     "that had finished.", ""]
+            head += ["**PARTIAL RESULT: the sweep was interrupted.** The tables hold the runs "
+                     "that had finished" + (f"; not swept: {', '.join(n.param.label for n in exp.compared[len(sweeps) - 1:])}"
+                                            if len(sweeps) < 1 + len(exp.compared) else "")
+                     + ".", ""]
         text = head + [
-            f"Parametrization **{exp.net.param.label}** (L = {exp.net.L}), φ = {exp.net.phi}; "
-            f"metric **{sw.metric}** ({'lower' if sw.goal == 'min' else 'higher'} is better); "
-            f"{len(sw.lrs)} learning rates from {min(sw.lrs):g} to {max(sw.lrs):g}.", "",
-            sw.table().markdown(), "",
+            f"φ = {exp.net.phi}, L = {exp.net.L}; metric **{sw.metric}** "
+            f"({'lower' if sw.goal == 'min' else 'higher'} is better); {len(sw.lrs)} "
+            f"learning rates from {min(sw.lrs):g} to {max(sw.lrs):g}.", ""]
+        for one in sweeps:
+            text += [f"## {one.label}", "", one.table().markdown(), ""]
+        drifts = [_drift_line(one) for one in sweeps]
+        if any(drifts):
+            text += ["How far the optimum moves from the narrowest width to the widest "
+                     "(about 1: it transfers; a conservative 95 % interval from the two "
+                     "optima's):", ""] + [f"- {d}" for d in drifts if d] + [""]
+        text += [
             "Optimal learning rate per width with its 95 % interval: each grid minimum is "
             "searched on the metric itself, and the interval holds the seeds' spread (the "
             "limit's replicates) and the search's own error; exact for deterministic limits "
@@ -485,6 +500,27 @@ def write_sweep_report(res, out, force: bool = False) -> list:
         (stage / "summary.md").write_text("\n".join(text), encoding="utf-8")
         return ["records.csv", "sweep.json", "config.json", "figures/sweep.png", "summary.md"]
     return _staged(out, force, write)
+
+
+def _sweep_json(sw) -> dict:
+    drift = sw.drift()
+    return {"parametrization": sw.label, "metric": sw.metric, "goal": sw.goal,
+            "lrs": list(sw.lrs), "widths": list(sw.widths),
+            "optimal_lr": {str(k): list(v) for k, v in sw.optimal_lr.items()},
+            "optima": {str(k): dataclasses.asdict(o) for k, o in sw.optima.items()},
+            "drift": None if drift is None else dict(zip(
+                ("narrowest", "widest", "ratio", "low", "high"), drift)),
+            "no_limit": sw.no_limit or None}
+
+
+def _drift_line(sw) -> str:
+    """'μP: η*(n = 1024)/η*(n = 64) = 1.02 [0.8, 1.3]', or '' without two optima."""
+    d = sw.drift()
+    if d is None:
+        return ""
+    n0, n1, ratio, low, high = d
+    return (f"{sw.label}: η*(n = {n1})/η*(n = {n0}) = {ratio:.3g} "
+            f"[{low:.3g}, {high:.3g}]")
 
 
 def console_table(res: ExperimentResult) -> str:

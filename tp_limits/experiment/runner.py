@@ -55,6 +55,8 @@ class Experiment:
     source: str                  # where the configuration came from
     config: dict = field(repr=False, default_factory=dict)   # the resolved configuration
     sweep: dict = field(default_factory=dict)   # lr_sweep settings; {} without [sweep]
+    compared: tuple = ()         # the networks of sweep.compare, swept beside ``net``
+    estimate: dict = field(default_factory=dict)  # seconds on two cores: limit, finite, sweep
 
 
 @dataclass(frozen=True)
@@ -174,10 +176,12 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
     except TPError as exc:
         raise ExperimentError(f"{source}: {exc}") from None
     k = param.classify()
-    if not k.stable:
+    sw = cfg["sweep"]
+    if not k.stable and sw["lrs"] is None:
         raise ExperimentError(
             f"{source}: parametrization {param.label} (L = {param.L}) is unstable — it has no "
-            "infinite-width limit:\n  " + "\n  ".join(k.violations))
+            "infinite-width limit:\n  " + "\n  ".join(k.violations) + "\n  (a [sweep] "
+            "section sweeps its finite widths alone: tp-limits sweep)")
     # every [limit] key is a simulate_limit option of the same name (schema.table_keys)
     limit = dict(cfg["limit"])
     fin = cfg["finite"]
@@ -185,32 +189,56 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
         "widths": tuple(sorted(set(fin["widths"]))), "seeds": fin["seeds"],
         "backend": fin["backend"], "parallel": fin["parallel"], "spectral": fin["spectral"],
         "time_budget": fin["time_budget"]}
+    estimate = {}
     try:                  # the engines' own checks: what --check accepts, a run accepts
-        prepare_limit(net, routine, **limit)
+        if k.stable:      # an unstable one is swept at its finite widths alone
+            plan = prepare_limit(net, routine, **limit)
+            estimate["limit"] = plan.engine.info.get("time_estimate_s", 0.0)
     except TPError as exc:
         raise ExperimentError(f"{source}: {renamed(str(exc), _option_keys(LIMIT_OPTIONS))}") \
             from None
     try:
-        if finite:
-            prepare_finite(net, routine, finite["widths"][-1], backend=finite["backend"],
-                           record=_record(finite), time_budget=finite["time_budget"])
+        if finite:        # every width is checked and priced; the widest is the dearest
+            estimate["finite"] = finite["seeds"] * sum(
+                prepare_finite(net, routine, w, backend=finite["backend"],
+                               record=_record(finite), time_budget=finite["time_budget"]
+                               ).time_estimate for w in finite["widths"])
     except TPError as exc:
         raise ExperimentError(f"{source}: {renamed(str(exc), _option_keys(FINITE_OPTIONS))}") \
             from None
-    sweep = {}
-    sw = cfg["sweep"]
+    sweep, compared = {}, ()
     if sw["lrs"] is not None:
         sweep = {"lrs": tuple(float(x) for x in sw["lrs"]),
                  "widths": tuple(sw["widths"] or fin["widths"]), "seeds": sw["seeds"],
                  "metric": sw["metric"], "limit": sw["limit"], "refine": sw["refine"],
                  "particles": limit["particles"], "replicates": limit["replicates"]}
-        try:
-            check_sweep(net, routine, **sweep)
-        except TPError as exc:
-            raise ExperimentError(f"{source}: [sweep]: {exc}") from None
+        compared = _compared(net, p, sw["compare"], source)
+        estimate["sweep"] = 0.0
+        for one in (net, *compared):
+            try:
+                estimate["sweep"] += check_sweep(one, routine, **sweep)[-1]
+            except TPError as exc:
+                where = "" if one is net else f" ({one.param.label}, sweep.compare)"
+                raise ExperimentError(f"{source}: [sweep]{where}: {exc}") from None
     ex = cfg["experiment"]
     return Experiment(ex["name"], ex["description"], net, routine, limit, finite, source, cfg,
-                      sweep)
+                      sweep, compared, estimate)
+
+
+def _compared(net: MLP, p: dict, presets, source: str) -> tuple:
+    """The networks of ``sweep.compare``: ``net`` under each named preset, with the file's
+    L, form and optimizer (the preset's own learning-rate exponents)."""
+    out = []
+    for name in presets:
+        try:
+            param = from_options(name, net.L, None, None, None, p["form"], p["optimizer"])
+        except TPError as exc:
+            raise ExperimentError(f"{source}: sweep.compare {name!r}: {exc}") from None
+        if param.label == net.param.label or any(param.label == o.param.label for o in out):
+            raise ExperimentError(f"sweep.compare holds {name!r} twice, or the file's own "
+                                  f"parametrization ({param.label}): name each once")
+        out.append(dataclasses.replace(net, param=param))
+    return tuple(out)
 
 
 def _record(finite: dict) -> tuple:
@@ -231,6 +259,9 @@ def run(exp: Experiment, progress: bool = True, executor=None) -> ExperimentResu
     result holds what finished (``res.interrupted`` says where it stopped).
     """
     k = exp.net.param.classify()
+    if not k.stable:
+        raise ExperimentError(f"{exp.source}: {exp.net.param.label} is unstable and has no "
+                              "limit to run; `tp-limits sweep` sweeps its finite widths")
     times = {}
     study = None
     started = time.perf_counter()
@@ -265,27 +296,47 @@ def run(exp: Experiment, progress: bool = True, executor=None) -> ExperimentResu
 
 @dataclass(frozen=True)
 class SweepResult:
+    """The sweeps of an experiment's [sweep]: its own parametrization's first, then those
+    of ``sweep.compare`` in order (fewer when Ctrl-C stopped it)."""
+
     experiment: Experiment
-    sweep: LRSweep
+    sweeps: tuple
     wall_time_s: float
 
     @property
+    def sweep(self) -> LRSweep:
+        """The sweep of the file's own parametrization."""
+        return self.sweeps[0]
+
+    @property
     def complete(self) -> bool:
-        return not self.sweep.interrupted
+        return (len(self.sweeps) == 1 + len(self.experiment.compared)
+                and not any(s.interrupted for s in self.sweeps))
 
 
 def run_sweep(exp: Experiment, progress: bool = True, executor=None) -> SweepResult:
-    """The learning-rate sweep of ``exp``'s [sweep] section (:func:`tp_limits.lr_sweep`)."""
+    """The learning-rate sweep of ``exp``'s [sweep] section (:func:`tp_limits.lr_sweep`),
+    for its parametrization and then each of ``sweep.compare``; Ctrl-C keeps the sweeps
+    that finished and the part of the one it stopped."""
     if not exp.sweep:
         raise ExperimentError(f"{exp.source} has no [sweep] section with lrs = [...]")
     s = exp.sweep
     if executor is None and exp.finite and not exp.finite["parallel"]:
         executor = "serial"
-    started = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="lr_sweep interrupted")
-        sweep = lr_sweep(exp.net, exp.routine, s["lrs"], widths=s["widths"], seeds=s["seeds"],
-                         limit=s["limit"], metric=s["metric"], particles=s["particles"],
-                         replicates=s["replicates"], refine=s["refine"], executor=executor,
-                         progress=progress)
-    return SweepResult(exp, sweep, time.perf_counter() - started)
+    started, sweeps = time.perf_counter(), []
+    for net in (exp.net, *exp.compared):
+        if progress and exp.compared:
+            print(f"sweeping {net.param.label}", flush=True)
+        try:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="lr_sweep interrupted")
+                sweeps.append(lr_sweep(net, exp.routine, s["lrs"], widths=s["widths"],
+                                       seeds=s["seeds"], limit=s["limit"],
+                                       metric=s["metric"], particles=s["particles"],
+                                       replicates=s["replicates"], refine=s["refine"],
+                                       executor=executor, progress=progress))
+        except KeyboardInterrupt:      # between two sweeps: the finished ones are kept
+            break
+        if sweeps[-1].interrupted:
+            break
+    return SweepResult(exp, tuple(sweeps), time.perf_counter() - started)

@@ -70,6 +70,8 @@ _CHECKS = {
     "number": (_is_number, "a number"),
     "ints": (lambda v: isinstance(v, list) and bool(v) and all(_is_int(x) for x in v),
              "a non-empty list of integers"),
+    "strs": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+             "a list of strings"),
     "numbers": (_is_vector, "a non-empty list of numbers"),
     "number|numbers": (lambda v: _is_number(v) or _is_vector(v),
                        "a number or a list of numbers (one per layer)"),
@@ -180,6 +182,10 @@ SCHEMA: dict = {
         "limit": Key("bool", True, "also sweep the infinite-width limit"),
         "refine": Key("int", 12, "learning rates searched beyond the grid per local minimum "
                                  "(0: the grid alone)"),
+        "compare": Key("strs", [], "presets swept beside the file's parametrization, with its "
+                                   "L, form and optimizer (e.g. [\"sp\"]: does SP's optimum "
+                                   "drift where μP's transfers?); one without a limit sweeps "
+                                   "its finite widths only", choices=tuple(sorted(PRESETS))),
     },
     "finite": {
         "enabled": Key("bool", True, "train finite networks"),
@@ -232,10 +238,13 @@ def validate(config: dict) -> dict:
             ok, what = _CHECKS[spec.kind]
             if not ok(given[key]):
                 raise ExperimentError(f"{section}.{key} must be {what}, got {given[key]!r}")
-            if spec.choices and given[key] not in spec.choices:
-                raise ExperimentError(
-                    f"{section}.{key} = {given[key]!r}{_suggest(given[key], spec.choices)}; "
-                    f"choose one of {', '.join(spec.choices)}")
+            # a list key with choices checks each of its items
+            for value in given[key] if isinstance(given[key], list) else [given[key]]:
+                if spec.choices and value not in spec.choices:
+                    raise ExperimentError(
+                        f"{section}.{key} {'holds' if isinstance(given[key], list) else '='} "
+                        f"{value!r}{_suggest(value, spec.choices)}; "
+                        f"choose one of {', '.join(spec.choices)}")
             resolved[key] = given[key]
         out[section] = resolved
     _check_combinations(out)
@@ -280,6 +289,8 @@ def _check_combinations(cfg: dict) -> None:
             raise ExperimentError(f"data.{key} must be >= 1, got {d[key]}")
     if d["noise"] < 0:
         raise ExperimentError(f"data.noise must be >= 0, got {d['noise']}")
+    if cfg["sweep"]["compare"] and cfg["sweep"]["lrs"] is None:
+        raise ExperimentError("sweep.compare needs sweep.lrs (the learning rates to sweep)")
     r = cfg["routine"]
     if r["steps"] is not None and r["steps"] < 1:
         raise ExperimentError(f"routine.steps must be >= 1, got {r['steps']}")
