@@ -14,6 +14,7 @@ from conftest import d1
 import tp_limits as tp
 from tp_limits.errors import TPError
 from tp_limits.experiment import build
+from tp_limits.engine.options import FINITE_OPTIONS, option_default
 from tp_limits.experiment.schema import SCHEMA
 
 NET2 = tp.MLP(tp.mup(2), 2, 1)
@@ -103,3 +104,31 @@ def test_every_number_key_of_a_file_refuses_a_wrong_value_by_its_key(section, ke
     with pytest.raises(TPError) as err:
         build(cfg)
     assert f"{section}.{key}" in str(err.value), str(err.value)
+
+
+RES2 = tp.MLP(tp.mup(2), 2, 1, residual=tp.Residual())
+#: every study that passes ``train_finite`` options on to its runs, as a small call
+STUDIES = {
+    "convergence": lambda kw: tp.convergence(NET2, d1(), [8, 16], seeds=2, particles=200,
+                                             executor="serial", **kw),
+    "coord_check": lambda kw: tp.coord_check(NET2, d1(), [8, 16], seeds=2, executor="serial",
+                                             **kw),
+    "lr_sweep": lambda kw: tp.lr_sweep(NET2, d1(), [0.1, 0.2, 0.4], [8, 16], seeds=2,
+                                       limit=False, refine=0, executor="serial",
+                                       progress=False, **kw),
+    "depth_check": lambda kw: tp.depth_check(RES2, d1(), [2, 3], width=16, seeds=2,
+                                             executor="serial", **kw),
+}
+
+
+@pytest.mark.parametrize("option", [o.name for o in FINITE_OPTIONS if o.name != "progress"])
+@pytest.mark.parametrize("study", STUDIES)
+def test_every_run_option_reaches_every_study_or_is_refused_by_name(study, option):
+    """Each train_finite option given to a study (at its default value) is passed on to
+    the runs, or refused before any work with a TPError that names it and says why —
+    never a TypeError from inside a worker ("multiple values for keyword argument")."""
+    value = option_default(FINITE_OPTIONS, option)
+    try:
+        STUDIES[study]({option: value})
+    except TPError as exc:
+        assert option in str(exc) and "itself" in str(exc)

@@ -52,8 +52,9 @@ from .plotting import width_axis
 
 def _finite_run(net, routine, width, seed, kwargs, keep):
     """The finite network's Trajectory (``keep``) or just its f_eval (saves transfer)."""
+    # a run whose f_eval alone is kept records nothing, unless the caller asked
     tr = completed(train_finite(net, routine, width, seed=seed,
-                                **({} if keep else {"record": ()}), **kwargs))
+                                **{**({} if keep else {"record": ()}), **kwargs}))
     return tr if keep else tr.f_eval
 
 

@@ -367,13 +367,21 @@ def options_markdown(table) -> str:
     return "\n".join(lines)
 
 
+#: why a study sets a ``train_finite`` option of each run itself
+_SET_BY_STUDY = {"seed": "its seeds= gives them",
+                 "record": "it records what it measures",
+                 "on_divergence": "a diverged run is marked and counts as the worst value",
+                 "progress": "its own progress= draws one bar for all runs"}
+
+
 def check_train_kwargs(kwargs: dict, who: str, fixed=("seed",)) -> dict:
     """Options a study passes on to every ``train_finite`` run, checked now against the
     table (unknown names and bad values refused before any work); ``fixed``: the ones
     the study sets itself, refused with the reason."""
     clash = sorted(set(kwargs) & set(fixed))
     if clash:
-        raise SpecError(f"{who} sets {clash} of each run itself; leave them out (seeds are "
-                        "given by its seeds=)")
+        raise SpecError(f"{who} sets {', '.join(clash)} of each run itself; leave "
+                        f"{'it' if len(clash) == 1 else 'them'} out ("
+                        + "; ".join(f"{k}: {_SET_BY_STUDY[k]}" for k in clash) + ")")
     check_options(FINITE_OPTIONS, kwargs, f"train_finite (through {who})")
     return kwargs
