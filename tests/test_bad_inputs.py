@@ -623,7 +623,8 @@ def test_the_sweep_is_large():
                                          "at least 32"),
     ("depth_check-fitted-beyond-the-depths", "fitted = 3 exceeds the largest supported "
                                              "value 2"),
-    ("depth_check-record", r"depth_check sets \['record'\]"),
+    ("depth_check-record", r"depth_check sets record of each run itself; leave it out \(record: it "
+     r"records what it measures\)"),
     ("depth_sweep-deepest-memory", "at K = 400 blocks"),
     ("residual-alpha-overflows", r"alpha = -2000.0 with K = 2 blocks .* infinite"),
     ("warmup_cosine-final-a-string", r"final \(a fraction of the peak\) = '0.5' must be a "
