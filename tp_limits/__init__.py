@@ -14,8 +14,8 @@
 from . import datasets
 from ._version import __version__
 from .abc import ABC, Classification, mfp, mup, ntp, sp, spectral, table
-from .analysis.convergence import convergence
-from .analysis.coord_check import coord_check
+from .analysis.convergence import ConvergenceStudy, convergence
+from .analysis.coord_check import CoordCheck, coord_check
 from .analysis.dichotomy import dichotomy
 from .analysis.depth_check import DepthCheck, depth_check
 from .analysis.depth_sweep import DepthSweep, depth_sweep
@@ -46,7 +46,7 @@ __all__ = [
     "ntk", "empirical_ntk",
     "initial_outputs", "kernel_points", "Trajectory", "Weights", "RunStatus", "Divergence", "Knobs",
     "from_mup", "MupTranslation", "to_torch", "from_torch", "TorchModel",
-    "coord_check", "convergence", "dichotomy",
+    "coord_check", "CoordCheck", "convergence", "ConvergenceStudy", "dichotomy",
     "lr_sweep", "LRSweep", "depth_sweep", "DepthSweep", "depth_check", "DepthCheck", "datasets", "schedules",
     "TPError", "InvalidParametrizationError", "SymbolicParametrizationError",
     "UnstableParametrizationError", "SpecError", "DivergenceError", "MemoryBudgetError",

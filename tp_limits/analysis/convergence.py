@@ -48,6 +48,7 @@ from ..limit import simulate_limit
 from ..spec import Problem
 from .fits import width_exponent
 from .plotting import width_axis
+from .saving import saved
 
 
 def _finite_run(net, routine, width, seed, kwargs, keep):
@@ -69,6 +70,7 @@ def _f_eval(out):
     return out.f_eval if isinstance(out, Trajectory) else out
 
 
+@saved
 @dataclass(frozen=True)
 class ConvergenceStudy:
     """Result of :func:`convergence` (arrays indexed by width)."""

@@ -34,6 +34,7 @@ from ..spec import MLP, Problem, Routine
 from ..spec.checks import finite_positive
 from .fits import width_exponent
 from .plotting import width_axis
+from .saving import saved
 
 #: quantity -> (stats key, layers "hidden" | "all" | "output")
 QUANTITIES = {
@@ -74,6 +75,7 @@ def _run_one(net, routine, width, seed, kwargs):
     return measurements(traj, net.L), traj.divergence
 
 
+@saved
 @dataclass(frozen=True)
 class Fit:
     """Fitted width exponent of one (quantity, layer, t)."""
@@ -97,6 +99,7 @@ def _verdict(slope, ci, predicted, tol) -> str:
     return "too large" if slope > predicted else "too small"
 
 
+@saved
 @dataclass(frozen=True)
 class CoordCheck:
     """Result of :func:`coord_check`.

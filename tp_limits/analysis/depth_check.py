@@ -33,6 +33,7 @@ from ..finite.train import prepare_finite, train_finite
 from ..spec import MLP, Problem, Routine
 from ..spec.checks import check_int, check_sequence, finite_positive
 from .fits import width_exponent
+from .saving import saved
 
 QUANTITIES = ("block update", "feature change", "output change")
 
@@ -66,6 +67,7 @@ def _run_one(net, routine, width, seed, kwargs):
     return _measure(completed(train_finite(net, routine, width, seed=seed, **kwargs)), net)
 
 
+@saved
 @dataclass(frozen=True)
 class DepthCheck:
     """Result of :func:`depth_check`: ``values[q]`` (len(depths), seeds) per quantity,

@@ -21,8 +21,10 @@ from .depth_check import block_counts
 from .lr_sweep import LIMIT, LRSweep, check_sweep, lr_sweep
 from .optimum import NO_OPTIMUM
 from .plotting import log_values_axis
+from .saving import saved
 
 
+@saved
 @dataclass(frozen=True)
 class DepthSweep:
     """Result of :func:`depth_sweep`: ``sweeps[K]`` is the :class:`LRSweep` of the network

@@ -56,6 +56,7 @@ from .optimum import (
 )
 from .plotting import log_values_axis, width_axis
 from .pooling import replicate_values
+from .saving import saved
 
 #: name -> (goal, needs eval targets)
 METRICS = {"final_loss": ("min", False), "eval_loss": ("min", True),
@@ -143,6 +144,7 @@ def optimum(lrs, values, goal) -> tuple:
     return grid_optimum(np.log(np.asarray(lrs, float)), _cost(values, goal)).triple
 
 
+@saved
 @dataclass(frozen=True)
 class LRSweep:
     """Result of :func:`lr_sweep`.

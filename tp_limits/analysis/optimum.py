@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .saving import saved
+
 #: (3 - √5)/2: the golden-section step into the larger part of the bracket
 GOLDEN = (3 - math.sqrt(5)) / 2
 #: width in log η at which a search stops (1 % in η)
@@ -41,6 +43,7 @@ SEARCH_TOL = 0.01
 STEP = 0.05
 
 
+@saved
 @dataclass(frozen=True)
 class Optimum:
     """The optimum of one curve.

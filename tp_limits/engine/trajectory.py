@@ -17,15 +17,12 @@ because the engines construct it and engines never import the analysis layer.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-import zipfile
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import TPError
-from ..spec.checks import check_path
+from .npz import read_npz, write_npz
 from .status import Divergence, RunStatus
 
 
@@ -120,13 +117,10 @@ class Trajectory:
     def save(self, path) -> None:
         """Write to ``path`` (.npz with the meta as JSON inside), atomically: a temporary
         file in the same folder is renamed into place, so ``path`` never holds half a file."""
-        path = os.fspath(path)
-        folder = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(folder):
-            raise TPError(f"cannot save a Trajectory to {path}: the folder {folder} does not "
-                          "exist")
-        if os.path.isdir(path):
-            raise TPError(f"cannot save a Trajectory to {path}: it is a folder")
+        write_npz(path, self.to_arrays(), "a Trajectory")
+
+    def to_arrays(self) -> dict:
+        """The arrays :meth:`save` writes (the meta as a JSON string array)."""
         arrays = {"f_eval": self.f_eval, "f_train": self.f_train, "loss": self.loss,
                   "meta_json": np.array(json.dumps(self.meta, default=_jsonable))}
         if self.f_eval_se is not None:
@@ -139,56 +133,32 @@ class Trajectory:
                     arrays[f"weights/{when}/{l}"] = W
                 for l, b in getattr(self.weights, f"bias_{when}").items():
                     arrays[f"weights/bias_{when}/{l}"] = b
-        try:
-            fd, tmp = tempfile.mkstemp(suffix=".npz", dir=folder)
-        except OSError as exc:
-            raise TPError(f"cannot save a Trajectory to {path}: {exc.strerror}") from None
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                np.savez(fh, **arrays)
-            # the temporary file is private (0600); the trajectory is as readable as any
-            # file the process writes
-            os.chmod(tmp, 0o666 & ~_umask())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        return arrays
 
     @classmethod
     def load(cls, path) -> "Trajectory":
         """Read a Trajectory written by :meth:`save`; anything else is a TPError."""
-        path = check_path(path, "path")
-        if os.path.exists(path) and not os.path.isfile(path):
-            # a folder, a FIFO (which would block the read forever) or a device
-            raise TPError(f"{path!r} is not a regular file; a Trajectory is an .npz file")
-        try:
-            z = np.load(path, allow_pickle=False)
-            if not isinstance(z, np.lib.npyio.NpzFile):
-                raise TPError(f"{path!r} holds one array (.npy), not a Trajectory (an .npz "
-                              "written by Trajectory.save)")
-            with z:
-                data = {k: z[k] for k in z.files}
-        except FileNotFoundError:
-            raise TPError(f"no Trajectory file at {path!r}") from None
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-            raise TPError(f"cannot read a Trajectory from {path!r}: not a complete .npz "
-                          f"written by Trajectory.save ({type(exc).__name__})") from None
+        return cls.from_arrays(read_npz(path, "a Trajectory", "Trajectory.save"), repr(path))
+
+    @classmethod
+    def from_arrays(cls, data: dict, where: str = "the arrays") -> "Trajectory":
+        """The Trajectory of :meth:`to_arrays`' ``data``, checked; ``where`` names its
+        source in the errors."""
         missing = [k for k in ("f_eval", "f_train", "loss", "meta_json") if k not in data]
         if missing:
-            raise TPError(f"{path!r} is an .npz file but not a Trajectory (missing "
+            raise TPError(f"{where} is an .npz file but not a Trajectory (missing "
                           f"{', '.join(missing)})")
         try:
             meta = json.loads(str(data["meta_json"]))
         except (json.JSONDecodeError, TypeError):
-            raise TPError(f"{path!r}: its metadata are not valid JSON") from None
+            raise TPError(f"{where}: its metadata are not valid JSON") from None
         for key, ndim in (("f_eval", 3), ("f_train", 3), ("loss", 1), ("f_eval_se", 3)):
             a = data.get(key)
             if a is not None and (a.ndim != ndim or a.dtype.kind not in "fiu"):
-                raise TPError(f"{path!r} is not a Trajectory: its {key} is a {a.ndim}-D "
+                raise TPError(f"{where} is not a Trajectory: its {key} is a {a.ndim}-D "
                               f"{a.dtype} array (a Trajectory's is {ndim}-D numeric)")
         if len(data["loss"]) != len(data["f_train"]) or len(data["f_eval"]) < len(data["loss"]):
-            raise TPError(f"{path!r} is not a Trajectory: {len(data['loss'])} losses, "
+            raise TPError(f"{where} is not a Trajectory: {len(data['loss'])} losses, "
                           f"{len(data['f_train'])} training outputs and {len(data['f_eval'])} "
                           "evaluations do not describe one run")
         stats = {k[len("stats/"):]: v for k, v in data.items() if k.startswith("stats/")}
@@ -202,13 +172,6 @@ class Trajectory:
                            biases("initial"), biases("final")) if layers else None)
         return cls(f_eval=data["f_eval"], f_train=data["f_train"], loss=data["loss"],
                    stats=stats, meta=meta, f_eval_se=data.get("f_eval_se"), weights=weights)
-
-
-def _umask() -> int:
-    """The process's file-mode creation mask (read by setting it and setting it back)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def _jsonable(obj):
