@@ -80,6 +80,12 @@ def verdicts(k):
     # the decay and ε exponents are w-space units and move with (a, c) under the shift
     for key in ("a", "b", "c", "name", "weight_decay_exponents", "eps_exponents"):
         d.pop(key)
+    # the nearest fix names exponents, which move too; what it changes by does not
+    fix = d.pop("fix")
+    d["fix_moves"] = None if fix is None else (
+        tuple(x - y for x, y in zip(k.fix.c, k.parametrization._fractions[2])),
+        k.fix.b[-1] != k.parametrization._fractions[1][-1] and
+        k.fix.b[-1] - k.parametrization._fractions[1][-1])
     return d
 
 
@@ -156,3 +162,48 @@ def test_predicted_zero_readout_first_step():
     p = tp.ABC([0] * 3, [0, HALF, "oo"], [-1, 0, 1])
     assert p.predicted_exponents(t=1)["delta_h"] == (-oo, -oo)   # nothing moves at step 0
     assert p.predicted_exponents(t=2)["delta_h"] == (0, 0)
+
+
+def _brute_force_fix(p, box=4):
+    """The smallest Σ|Δc_l| + |Δb_{L+1}| over every c and b_{L+1} within ``box`` half-unit
+    steps of p's that classifies as feature learning with every layer updated maximally:
+    an exhaustive search, sharing nothing with fix.py but the classifier."""
+    import itertools
+    from fractions import Fraction
+    a, b, c = p._fractions
+    L, half, best = p.L, Fraction(1, 2), None
+    steps = range(-box, box + 1)
+    for dc in itertools.product(steps, repeat=L + 1):
+        for db in steps:
+            c2 = tuple(x + d * half for x, d in zip(c, dc))
+            b2 = b[:L] + (b[L] + db * half,)
+            k = tp.ABC(a, b2, c2, optimizer=p.optimizer).classify()
+            if k.regime == "feature_learning" and all(k.updated_maximally):
+                cost = (sum(map(abs, dc)) + abs(db)) * half
+                best = cost if best is None else min(best, cost)
+    return best
+
+
+@pytest.mark.parametrize("p", [tp.ntp(1), tp.ntp(2), tp.sp(1), tp.sp(2, c=1),
+                               tp.ABC([0, 0, 0], [0, "1/2", "1/2"], 0, optimizer="adam"),
+                               tp.ABC(["-1/2", 0, "1/2"], ["1/2"] * 3, [0, 0, 1])],
+                         ids=lambda p: f"{p.label}-L{p.L}-{p.optimizer}")
+def test_the_nearest_fix_is_nearest_and_fixes(p):
+    """The fix, applied, classifies as feature learning with every layer updated
+    maximally, and no change of c and b_{L+1} within two units is smaller (exhaustive)."""
+    k = p.classify()
+    fix = k.fix
+    assert fix is not None and "nearest fix: " + str(fix) in str(k)
+    fixed = tp.ABC(fix.a, fix.b, fix.c, optimizer=p.optimizer).classify()
+    assert fixed.regime == "feature_learning" and all(fixed.updated_maximally)
+    a, b, c = p._fractions
+    moved = sum(abs(x - y) for x, y in zip(fix.c, c)) + abs(fix.b[-1] - b[-1])
+    assert moved == _brute_force_fix(p)
+    assert k.to_dict()["fix"]["text"] == str(fix)
+
+
+def test_no_fix_where_none_is_needed_or_possible():
+    assert tp.mup(3).classify().fix is None and "nearest fix" not in str(tp.mup(3).classify())
+    # a broken initial scale is not a learning-rate matter: its violations say what to change
+    bad = tp.ABC([0, 0, 0], [1, "1/2", "1/2"], 0).classify()
+    assert not bad.stable and bad.fix is None

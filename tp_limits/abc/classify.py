@@ -16,6 +16,7 @@ For Adam the same statements hold with q^A and r^A (docs/theory.md §1.7).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from fractions import Fraction
 
 import sympy
@@ -146,6 +147,9 @@ class Classification:
             "stable": self.stable, "nontrivial": self.nontrivial,
             "feature_learning": self.feature_learning, "kernel_regime": self.kernel_regime,
             "regime": self.regime, "reason": self.reason,
+            "fix": None if self.fix is None else {
+                "changes": {name: str(new) for name, _, new in self.fix.changes},
+                "text": str(self.fix)},
             "updated_maximally": list(self.updated_maximally),
             "readout_initialized_maximally": self.readout_initialized_maximally,
             "f0_law": self.f0_law,
@@ -178,6 +182,8 @@ class Classification:
         lines.append(f"  verdict: {verdict}")
         if self.reason:
             lines.append(f"  why: {self.reason}")
+        if self.fix is not None:
+            lines.append(f"  nearest fix: {self.fix}")
         if self.stable:
             ups = ", ".join(f"W^{l + 1} {yes(u)}" for l, u in enumerate(self.updated_maximally))
             lines.append(f"  updated maximally: {ups}")
@@ -201,6 +207,15 @@ class Classification:
                 lines.append("  ε_l ∝ n^-g_l (gradient-entry size): g_l = ("
                              + ", ".join(map(str, self.eps_exponents)) + ")")
         return "\n".join(lines)
+
+    @cached_property
+    def fix(self):
+        """The nearest fix (a :class:`~tp_limits.abc.fix.Fix`): the smallest change of the
+        learning-rate exponents c_l and the readout's initialization exponent b_{L+1} that
+        makes the parametrization stable and feature learning with every layer updated
+        maximally; None when it needs none or none is within reach (fix.py)."""
+        from .fix import nearest_fix
+        return nearest_fix(self)
 
     @property
     def reason(self) -> str:
