@@ -163,3 +163,42 @@ def test_the_signatures_in_api_md_are_the_code_s():
                 want, have = eval(value, {"np": np}), params[key].default   # noqa: S307
                 assert want == have or (isinstance(have, np.dtype) and np.dtype(want) == have), \
                     (name, key, value, have)
+
+
+#: the tables of docs/theory.md that are derivations or definitions, by their header row;
+#: any other table there is a measurement and belongs in docs/results.md
+THEORY_TABLES = ("| § | topic |", "| symbol | value | meaning |",
+                 "| name | a | b | c | r (L ≥ 2) | r (L = 1) | regime |",
+                 "| quantity | exponent of n |", "| where the error comes from | ν |",
+                 "| class | condition | meaning |",
+                 "| representation | engine | a vector is | its product `W^l x` |")
+
+
+def test_measured_tables_live_in_results_with_the_script_that_regenerates_them():
+    """docs/theory.md keeps the derivations: every table it holds is one of the known
+    derivation tables; each section of docs/results.md names a `python studies/...`
+    command whose script exists and compiles, and holds its table; every pointer from
+    theory.md lands on an anchor of results.md."""
+    import re
+    theory = (ROOT / "docs" / "theory.md").read_text(encoding="utf-8")
+    lines = theory.splitlines()
+    headers = [l.strip() for i, l in enumerate(lines)
+               if l.startswith("|") and (i == 0 or not lines[i - 1].startswith("|"))]
+    measured = [h for h in headers if h not in THEORY_TABLES]
+    assert not measured, f"measured tables in docs/theory.md (move them to results.md): " \
+                         f"{measured}"
+    results = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    anchors = set(re.findall(r'<a id="([\w-]+)"></a>', results))
+    pointed = set(re.findall(r"\(results\.md#([\w-]+)\)", theory))
+    assert pointed and pointed <= anchors, f"theory.md points at missing anchors: " \
+                                           f"{pointed - anchors}"
+    sections = results.split('<a id="')[1:]
+    assert len(sections) == len(anchors) >= 15
+    for section in sections:
+        name = section.split('"', 1)[0]
+        command = re.search(r"Regenerate: `python (studies/\w+\.py)[^`]*`", section)
+        assert command, f"results.md section {name} names no regenerating script"
+        script = ROOT / command.group(1)
+        assert script.exists(), f"{name}: {script} does not exist"
+        compile(script.read_text(encoding="utf-8"), str(script), "exec")
+        assert "\n| " in section, f"results.md section {name} holds no table"
