@@ -111,7 +111,8 @@ def test_the_docs_claims_about_lr_sweep_rows_match_the_code():
 
 def test_the_guides_run_as_written():
     """docs/guides.md's blocks, in order, as a reader runs them; each section's claim:
-    the Adam limit beside a width-1024 network, Muon's spectral-norm ratios Θ(1), the
+    NTP's nearest fix is μP, the own-data study's width exponent holds −½, LayerNorm with
+    spectral init beside its limit, the Adam limit beside a width-1024 network, Muon's spectral-norm ratios Θ(1), the
     scheduled limit beside width 2048, the depth exponents as predicted, an interior
     optimum at every width and in the limit, mup's configuration feature-learning."""
     import re
@@ -120,12 +121,16 @@ def test_the_guides_run_as_written():
     import numpy as np
     text = (ROOT / "docs" / "guides.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
-    assert len(blocks) == 8
+    assert len(blocks) == 11
     ns = {}
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)      # no warning in a guide
         for block in blocks:
             exec(compile(block, "docs/guides.md", "exec"), ns)   # noqa: S102
+    assert ns["fixed"].equivalent(ns["tp"].mup(2)) and ns["k"].regime == "kernel"
+    study = ns["study"]                              # n^(-1/2) within the 95 % interval
+    assert abs(study.exponent + 0.5) <= study.exponent_ci < 0.5
+    assert np.all(np.abs(ns["lim_norm"].f_eval[-1] - ns["fin_norm"].f_eval[-1]) < 0.1)
     gap = np.abs(ns["lim_adam"].f_eval[-1] - ns["wide_adam"].f_eval[-1])
     assert np.all(gap < 0.05)
     ratios = ns["wide_muon"].stats["spectral_ratio"][-1]
