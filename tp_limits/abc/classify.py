@@ -23,6 +23,7 @@ import sympy
 
 from .exponent_values import fmt
 from .exponents import exponents
+from .fix import nearest_fix
 from .update_rules import update_rule
 
 HALF = Fraction(1, 2)
@@ -214,8 +215,7 @@ class Classification:
         learning-rate exponents c_l and the readout's initialization exponent b_{L+1} that
         makes the parametrization stable and feature learning with every layer updated
         maximally; None when it needs none or none is within reach (fix.py)."""
-        from .fix import nearest_fix
-        return nearest_fix(self)
+        return nearest_fix(self, classify)
 
     @property
     def reason(self) -> str:

@@ -70,11 +70,12 @@ def _changes(old_b, new_b, old_c, new_c) -> tuple:
     return tuple(out)
 
 
-def nearest_fix(k) -> Fix | None:
-    """The nearest fix of the parametrization that ``k`` (a Classification) classifies;
-    None when it needs none (feature learning with every layer updated maximally), when
-    it is symbolic, or when no fix is within reach (see the module docstring)."""
-    from .classify import classify
+def nearest_fix(k, classify) -> Fix | None:
+    """The nearest fix of the parametrization that ``k`` (a Classification) classifies,
+    each candidate judged by ``classify`` (classify.py's, passed in: the verdicts live
+    there); None when it needs none (feature learning with every layer updated
+    maximally), when it is symbolic, or when no fix is within reach (see the module
+    docstring)."""
     P = k.parametrization
     if P.is_symbolic or (k.regime == "feature_learning" and all(k.updated_maximally)):
         return None
