@@ -130,6 +130,7 @@ def _cmd_demo(args) -> int:
 
 def _cmd_run(args) -> int:
     from .experiment import load, schema_markdown
+    from .experiment.runner import require_limit
 
     if args.schema:
         print(schema_markdown())
@@ -138,10 +139,7 @@ def _cmd_run(args) -> int:
         raise TPError("give an experiment file: tp-limits run experiment.toml")
     exp = load(args.config)
     if args.check:
-        k = exp.net.param.classify()
-        if not k.stable:
-            raise TPError(f"{args.config}: {exp.net.param.label} is unstable and has no limit "
-                          "to run; its [sweep] is valid: tp-limits sweep --check")
+        k = require_limit(exp)
         print(f"{args.config}: valid ({exp.net.param.label}, L = {exp.net.L}, {k.regime}); "
               f"{_estimate_line(exp, ('limit', 'finite'))}")
         return 0

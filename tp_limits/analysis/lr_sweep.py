@@ -323,9 +323,8 @@ class LRSweep:
         if len(have) < 2:
             return None
         (a, alo, ahi), (b, blo, bhi) = self.optimal_lr[have[0]], self.optimal_lr[have[-1]]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            low = blo / ahi if np.isfinite(ahi) else 0.0
-            high = bhi / alo if alo > 0 else math.inf
+        low = blo / ahi if np.isfinite(ahi) else 0.0        # an open side: 0 or ∞
+        high = bhi / alo if alo > 0 else math.inf
         return have[0], have[-1], b / a, float(low), float(high)
 
 

@@ -474,9 +474,9 @@ def write_sweep_report(res, out, force: bool = False) -> list:
         sw = sweeps[0]
         head = [f"# {exp.name}: learning-rate sweep", ""]
         if not res.complete:
+            never = [n.param.label for n in exp.compared[len(sweeps) - 1:]]
             head += ["**PARTIAL RESULT: the sweep was interrupted.** The tables hold the runs "
-                     "that had finished" + (f"; not swept: {', '.join(n.param.label for n in exp.compared[len(sweeps) - 1:])}"
-                                            if len(sweeps) < 1 + len(exp.compared) else "")
+                     "that had finished" + (f"; not swept: {', '.join(never)}" if never else "")
                      + ".", ""]
         text = head + [
             f"φ = {exp.net.phi}, L = {exp.net.L}; metric **{sw.metric}** "

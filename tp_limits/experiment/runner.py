@@ -251,6 +251,17 @@ def load(path) -> Experiment:
     return build(read_toml(path), base=path.parent, source=str(path))
 
 
+def require_limit(exp: Experiment):
+    """The classification of ``exp``'s parametrization, which must have a limit to run
+    (an unstable one builds for its [sweep] alone)."""
+    k = exp.net.param.classify()
+    if not k.stable:
+        raise ExperimentError(f"{exp.source}: {exp.net.param.label} is unstable and has no "
+                              "limit to run; `tp-limits sweep` sweeps its finite widths "
+                              "(tp-limits sweep --check validates its [sweep])")
+    return k
+
+
 def run(exp: Experiment, progress: bool = True, executor=None) -> ExperimentResult:
     """Simulate the limit and train the finite networks of ``exp``.
 
@@ -258,10 +269,7 @@ def run(exp: Experiment, progress: bool = True, executor=None) -> ExperimentResu
     concurrent.futures.Executor.  Ctrl-C ends the run within seconds and the
     result holds what finished (``res.interrupted`` says where it stopped).
     """
-    k = exp.net.param.classify()
-    if not k.stable:
-        raise ExperimentError(f"{exp.source}: {exp.net.param.label} is unstable and has no "
-                              "limit to run; `tp-limits sweep` sweeps its finite widths")
+    k = require_limit(exp)
     times = {}
     study = None
     started = time.perf_counter()
