@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 import tp_limits as tp
-import tp_limits.spec.optimizers.muon as muon_module
+import tp_limits.spec.optimizers.transforms as msign_numerics
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from conftest import N8_LONG  # noqa: E402
@@ -44,22 +44,22 @@ def rms(a):
 def spectrum(_args):
     """The singular values of each step's buffer D/‖D‖_F in the exact limit (L = 2)."""
     seen = []
-    core = muon_module.newton_schulz_core
+    core = msign_numerics.newton_schulz_core
 
-    def spy(C, GP, GQ, steps, scale=1.0):
+    def spy(C, GP, GQ, steps, scale=1.0, xp=np):
         def root(G):
             w, U = np.linalg.eigh((G + G.T) / 2)
             return (U * np.sqrt(np.clip(w, 0.0, None))) @ U.T
         sv = np.linalg.svd(root(GP) @ C @ root(GQ), compute_uv=False)
         seen.append(sv / np.sqrt(np.sum(sv ** 2)))
-        return core(C, GP, GQ, steps, scale)
+        return core(C, GP, GQ, steps, scale, xp)
 
-    muon_module.newton_schulz_core = spy
+    msign_numerics.newton_schulz_core = spy
     try:
         tp.simulate_limit(*problem(tp.Muon()))
     finally:
-        muon_module.newton_schulz_core = core
-    a, b, c = muon_module.NS_COEFFS
+        msign_numerics.newton_schulz_core = core
+    a, b, c = msign_numerics.NS_COEFFS
     print(f"Newton–Schulz: p(x) = {a} x {b:+} x³ {c:+} x⁵; five steps multiply a small "
           f"singular value by {a ** 5:.0f}")
     for t, sv in enumerate(seen):

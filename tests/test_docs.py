@@ -165,7 +165,7 @@ def test_the_signatures_in_api_md_are_the_code_s():
         for p in given:
             if "=" in p:
                 key, value = (x.strip() for x in p.split("=", 1))
-                want, have = eval(value, {"np": np}), params[key].default   # noqa: S307
+                want, have = eval(value, {"np": np, "tp": tp}), params[key].default   # noqa: S307
                 assert want == have or (isinstance(have, np.dtype) and np.dtype(want) == have), \
                     (name, key, value, have)
 

@@ -36,6 +36,7 @@ TARGETS = {
     "SGD": (tp.SGD, (), {}, ()),
     "Adam": (tp.Adam, (), {}, ()),
     "Muon": (tp.Muon, (), {}, ()),
+    "SpectralUpdate": (tp.SpectralUpdate, (), {"transform": "svc", "clip": 4.0}, ("clip",)),
     "train_finite": (tp.train_finite, (NET2, d1()), {"width": 16}, ("width",)),
     "simulate_limit": (tp.simulate_limit, (NET2, d1()), {}, ()),
     "empirical_ntk": (tp.empirical_ntk, (NET2, np.eye(2)), {}, ()),

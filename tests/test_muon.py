@@ -10,21 +10,22 @@ from tp_limits.engine.backend import numpy_backend
 from tp_limits.finite.network import FiniteNetwork
 from tp_limits.spec import Problem
 from tp_limits.spec.optimizers import muon as M
+from tp_limits.spec.optimizers import transforms as TR
 
-NS = M.NS_COEFFS
+NS = TR.NS_COEFFS
 
 
 def dense_ns(D, steps):
     """Newton–Schulz exactly as written: X ← aX + (bA + cA²)X, A = X Xᵀ."""
     a, b, c = NS
-    X = D / (np.linalg.norm(D) + M.NS_EPS)
+    X = D / (np.linalg.norm(D) + TR.NS_EPS)
     for _ in range(steps):
         A = X @ X.T
         X = a * X + (b * A + c * A @ A) @ X
     return X
 
 
-def dense_polar(D, rtol=M.POLAR_RTOL):
+def dense_polar(D, rtol=TR.POLAR_RTOL):
     U, s, Vt = np.linalg.svd(D, full_matrices=False)
     keep = s > rtol * s.max()
     return U[:, keep] @ Vt[keep]
@@ -40,14 +41,14 @@ def test_cores_are_the_dense_iteration(shape, k):
     D = P.T @ C @ Q
     GP, GQ = P @ P.T, Q @ Q.T
     for steps in (1, 5):
-        got = P.T @ M.newton_schulz_core(C, GP, GQ, steps) @ Q
+        got = P.T @ TR.newton_schulz_core(C, GP, GQ, steps) @ Q
         assert np.abs(got - dense_ns(D, steps)).max() < 1e-10
-    exact = P.T @ M.polar_core(C, GP, GQ) @ Q
+    exact = P.T @ TR.polar_core(C, GP, GQ) @ Q
     assert np.abs(exact - dense_polar(D)).max() < 1e-10
     assert np.allclose(np.linalg.svd(exact, compute_uv=False)[:k], 1.0, atol=1e-10)
     # the dense routes on the smaller side's Gram
-    assert np.abs(M.newton_schulz_dense(D, 5) - dense_ns(D, 5)).max() < 1e-10
-    assert np.abs(M.polar_dense(D) - dense_polar(D)).max() < 1e-10
+    assert np.abs(TR.newton_schulz_dense(D, 5) - dense_ns(D, 5)).max() < 1e-10
+    assert np.abs(TR.polar_dense(D) - dense_polar(D)).max() < 1e-10
 
 
 class DenseMuon(tp.Muon):
@@ -56,14 +57,14 @@ class DenseMuon(tp.Muon):
 
     def finite_state(self, W, l, layers, backend):
         opt = self.layer_optimizer(l, layers)
-        if not isinstance(opt, M.MsignUpdate):             # Adam on the vector layers
+        if not isinstance(opt, M.BufferUpdate):             # Adam on the vector layers
             return opt.finite_state(W, l, layers, backend)
         return (np.zeros_like(W),)
 
     def finite_step(self, W, state, G, X, const, l, t, backend, rate=1.0):
         layers = len(const.lr)
         opt = self.layer_optimizer(l, layers)
-        if not isinstance(opt, M.MsignUpdate):
+        if not isinstance(opt, M.BufferUpdate):
             return opt.finite_step(W, state, G, X, const, l, t, backend, rate)
         (Mb,) = state
         Gw = G.T @ X
@@ -225,7 +226,7 @@ def _moment_recursion(net, routine):
 
     def inv_sqrt(S):
         w, U = np.linalg.eigh(S)
-        keep = w > M.POLAR_RTOL ** 2 * w.max()
+        keep = w > TR.POLAR_RTOL ** 2 * w.max()
         return (U[:, keep] / np.sqrt(w[keep])) @ U[:, keep].T
 
     out = [al * routine.eval_inputs @ Mm]

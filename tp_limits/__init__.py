@@ -3,7 +3,7 @@
 * symbolic: :class:`ABC`, presets :func:`sp`, :func:`ntp`, :func:`mfp`,
   :func:`mup`, :func:`table`, :func:`phase_diagram`, :mod:`spectral`;
 * problem spec: :class:`MLP`, :class:`Residual`, :class:`Bias`, :class:`Routine`,
-  :class:`SGD`, :class:`Adam`, :class:`Muon`;
+  :class:`SGD`, :class:`Adam`, :class:`Muon`, :class:`SpectralUpdate`;
 * engines: :func:`simulate_limit` (infinite width; its rarely used knobs grouped in
   :class:`Knobs`), :func:`train_finite` (width n), both -> :class:`Trajectory`;
 * analysis: :func:`coord_check`, :func:`convergence`, :func:`dichotomy`,
@@ -38,12 +38,13 @@ from .errors import (
 from .finite import empirical_ntk, initial_outputs, train_finite
 from .interop import MupTranslation, TorchModel, from_mup, from_torch, to_torch
 from .limit import nngp, ntk, simulate_limit
-from .spec import MLP, SGD, Adam, Bias, Muon, Residual, Routine, kernel_points, schedules
+from .spec import (MLP, SGD, Adam, Bias, Muon, Residual, Routine, SpectralUpdate, kernel_points,
+                   schedules)
 
 __all__ = [
     "ABC", "Classification", "mfp", "mup", "ntp", "sp", "table", "phase_diagram", "spectral",
-    "MLP", "Residual", "Bias", "Routine", "SGD", "Adam", "Muon", "train_finite", "simulate_limit", "nngp",
-    "ntk", "empirical_ntk",
+    "MLP", "Residual", "Bias", "Routine", "SGD", "Adam", "Muon", "SpectralUpdate", "train_finite",
+    "simulate_limit", "nngp", "ntk", "empirical_ntk",
     "initial_outputs", "kernel_points", "Trajectory", "Weights", "RunStatus", "Divergence", "Knobs",
     "from_mup", "MupTranslation", "to_torch", "from_torch", "TorchModel",
     "coord_check", "CoordCheck", "convergence", "ConvergenceStudy", "dichotomy",

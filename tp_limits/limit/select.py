@@ -18,6 +18,8 @@ optimizer not linear in the gradients  UnsupportedError (a nonlinear kernel)
 (Adam), kernel or trivial regime
 weight decay, kernel regime            UnsupportedError (decay moves W_0 by Θ(1))
 orthogonal hidden initialization       UnsupportedError (not a Gaussian program)
+an optimizer without a built limit     UnsupportedError (its ``limit_refusal``: a
+  (a spectral transform of Adam)         spectral transform of a dense direction)
 =====================================  =============================================
 
 Every optimizer (the routine's ``optimizer``) runs in every feature-learning
@@ -53,10 +55,10 @@ def select_engine(problem, options):
         raise UnstableParametrizationError(
             f"{param.label} is unstable, so it has no infinite-width limit: "
             + "; ".join(k.violations))
-    refusal = net.limit_refusal()
+    opt = problem.optimizer
+    refusal = net.limit_refusal() or opt.limit_refusal()
     if refusal:
         raise UnsupportedError(refusal)
-    opt = problem.optimizer
     deep_fl = k.regime == "feature_learning" and net.L >= 2
     if options.backprop == "decoupled" and not deep_fl:
         raise SpecError("backprop='decoupled' applies to deep (L >= 2) feature-learning limits")

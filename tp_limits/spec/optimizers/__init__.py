@@ -7,7 +7,9 @@ engines alike:
 
 * :class:`SGD` (sgd.py) — heavy-ball momentum and coupled weight decay;
 * :class:`Adam` (adam.py) — bias-corrected Adam with decoupled (AdamW) decay;
-* :class:`Muon` (muon.py) — momentum, then the matrix sign of the update.
+* :class:`Muon` (muon.py) — momentum, then the matrix sign of the update;
+* :class:`SpectralUpdate` (spectral_update.py) — any of them through a spectral transform
+  (msign, spectral normalization, singular-value clipping: transforms.py).
 
 A new optimizer is one more module filling :class:`~.base.Optimizer`, listed in
 :data:`OPTIMIZERS` below.
@@ -19,6 +21,7 @@ from .adam import Adam
 from .base import CoordinateRule, Optimizer, hyperparameters
 from .muon import Muon
 from .sgd import SGD
+from .spectral_update import SpectralUpdate
 
 #: name -> class, for routines and experiment files
 OPTIMIZERS = {cls.name: cls for cls in (SGD, Adam, Muon)}
@@ -52,5 +55,5 @@ def names() -> str:
     return ", ".join(f"tp.{cls.__name__}(...)" for cls in OPTIMIZERS.values())
 
 
-__all__ = ["SGD", "Adam", "Muon", "Optimizer", "CoordinateRule", "OPTIMIZERS", "check_optimizer",
+__all__ = ["SGD", "Adam", "Muon", "SpectralUpdate", "Optimizer", "CoordinateRule", "OPTIMIZERS", "check_optimizer",
            "default_optimizer", "hyperparameters", "names"]

@@ -18,15 +18,19 @@ a Θ(1) Frobenius norm (by n^{g_l − a_l − j_l/2}: gradient entries n^{−g_l
 j_l width-n sides): msign does not see the scale, and the 1e-7 is then width-free,
 as Adam's ε is (§10.3).
 
+Everything here but the transform is shared with the other spectral updates
+(spectral_update.py): :class:`BufferSpectral` moves a matrix by T(D) of its momentum
+buffer for any transform T of transforms.py, and Muon is the one with T = msign.
+
 **Low rank.** D is a sum of the gradients' outer products, D = Pᵀ C Q with P the
 rows of ∂Loss/∂h (k × n_out), Q the layer inputs (k × n_in) and C diagonal (the
 momentum weights).  With the Gram matrices G_P = P Pᵀ and G_Q = Q Qᵀ every iterate
-is X = Pᵀ K Q for a k × k core (:func:`newton_schulz_core`, :func:`polar_core`), so a
+is X = Pᵀ K Q for a k × k core (the transform's ``core``, transforms.py), so a
 step never forms an n × n product of two dense matrices: O(n k² + k³) for the core and
 O(n_out n_in k) to apply it.  Where a side is not wider than k (the input layer and the
 readout: d, d_out) the update is formed densely and the iteration runs on the small
-side's Gram.  The limit engines use the same core functions with the Gram matrices of
-the particles (§11).
+side's Gram.  The limit engines use the same cores with the Gram matrices of the
+particles (§11).
 """
 from __future__ import annotations
 
@@ -39,125 +43,13 @@ from ..checks import check_bool, check_choice, check_int, finite_non_negative, u
 from ..initializations import shape_factor
 from .adam import Adam, _betas
 from .base import CoordinateRule, Optimizer, decay_field, hyperparameter
+from .transforms import Msign, _host, _like
 
-#: Newton–Schulz coefficients (a, b, c) of the quintic iteration
-NS_COEFFS = (3.4445, -4.7750, 2.0315)
-#: the regularizer of X₀ = D̃ / (‖D̃‖_F + NS_EPS)
-NS_EPS = 1e-7
-#: the exact polar factor drops singular values below this times the largest: the low-rank
-#: routes work with Gram matrices, which square the singular values, and float64 Grams
-#: resolve them to about 1e-7 of the largest
-POLAR_RTOL = 1e-6
 #: momentum weights below this times the largest are dropped from the history
 PRUNE = 1e-16
 #: the most Newton–Schulz steps one update may take
 MAX_NS_STEPS = 100
 VECTOR_LAYERS = ("muon", "adam")
-
-
-# -- msign of D = Pᵀ C Q through k x k cores -------------------------------------------------
-def frobenius_core(K, GP, GQ, xp=np) -> float:
-    """‖Pᵀ K Q‖_F = √tr(Kᵀ G_P K G_Q) = √Σ (G_P K) ⊙ (K G_Q) (G_P symmetric); for a
-    diagonal K = diag(w) the O(k²) form √(wᵀ (G_P ⊙ G_Q) w).  The cores take the array
-    module of their Gram matrices (``xp``: NumPy, or CuPy for a limit run on a GPU)."""
-    w = xp.diagonal(K)
-    if int(xp.count_nonzero(K)) == int(xp.count_nonzero(w)):
-        tr = w @ (GP * GQ) @ w
-    else:
-        tr = xp.sum((GP @ K) * (K @ GQ))
-    return float(xp.sqrt(max(float(tr), 0.0)))
-
-
-def newton_schulz_core(C, GP, GQ, steps: int, scale: float = 1.0, xp=np):
-    """K with Pᵀ K Q = the Newton–Schulz msign of D = Pᵀ C Q, from the Gram matrices
-    G_P = P Pᵀ, G_Q = Q Qᵀ: X = Pᵀ K Q gives X Xᵀ X = Pᵀ (K G_Q Kᵀ G_P) K Q, so each
-    iteration is K ← (a I + b A + c A²) K with A = K G_Q Kᵀ G_P.  ``scale`` rescales D
-    to D̃ (only the 1e-7 sees it)."""
-    a, b, c = NS_COEFFS
-    K = C / (scale * frobenius_core(C, GP, GQ, xp) + NS_EPS) * scale
-    for _ in range(steps):
-        A = K @ GQ @ K.T @ GP
-        K = a * K + (b * A + c * (A @ A)) @ K
-    return K
-
-
-def _largest(v) -> float:
-    """The largest entry of v, at least 0 (0 for an empty v)."""
-    return max(float(v.max()), 0.0) if v.size else 0.0
-
-
-def _sqrt_and_pinv_sqrt(G, rtol, xp=np):
-    """G^{1/2} and the pseudo-inverse of G^{1/2} (eigenvalues below rtol · max dropped)."""
-    w, U = xp.linalg.eigh((G + G.T) / 2)
-    keep = w > rtol * _largest(w)
-    r = xp.sqrt(xp.where(keep, w, 0.0))
-    inv = xp.where(keep, 1.0 / xp.where(keep, r, 1.0), 0.0)
-    return (U * r) @ U.T, (U * inv) @ U.T
-
-
-def polar_core(C, GP, GQ, rtol: float = POLAR_RTOL, xp=np):
-    """K with Pᵀ K Q = U Vᵀ, the exact polar factor of D = Pᵀ C Q: with Φ = Pᵀ G_P^{−1/2}
-    and Ψ = Qᵀ G_Q^{−1/2} orthonormal, D = Φ S Ψᵀ, S = G_P^{1/2} C G_Q^{1/2}, so
-    msign(D) = Φ msign(S) Ψᵀ (singular values of S below rtol times the largest, and
-    Gram eigenvalues below rtol², dropped)."""
-    sP, iP = _sqrt_and_pinv_sqrt(GP, rtol ** 2, xp)
-    sQ, iQ = _sqrt_and_pinv_sqrt(GQ, rtol ** 2, xp)
-    U, sv, Vt = xp.linalg.svd(sP @ C @ sQ)
-    keep = sv > rtol * (float(sv.max()) if sv.size else 0.0)
-    return iP @ (U[:, keep] @ Vt[keep]) @ iQ
-
-
-def newton_schulz_dense(D, steps: int, scale: float = 1.0, xp=np):
-    """The Newton–Schulz msign of a dense D, iterated on its smaller side's Gram (X ←
-    X (a I + b Y + c Y²), Y = Xᵀ X, for a tall X; the transpose for a wide one)."""
-    a, b, c = NS_COEFFS
-    wide = D.shape[0] < D.shape[1]
-    X = D.T if wide else D
-    X = X / (scale * float(xp.linalg.norm(X)) + NS_EPS) * scale
-    for _ in range(steps):
-        Y = X.T @ X
-        X = X @ (a * xp.eye(len(Y)) + b * Y + c * (Y @ Y))
-    return X.T if wide else X
-
-
-def polar_dense(D, rtol: float = POLAR_RTOL, xp=np):
-    """U Vᵀ of a dense D through its smaller side's Gram: D (DᵀD)^{+1/2} for a tall D."""
-    wide = D.shape[0] < D.shape[1]
-    X = D.T if wide else D
-    _, inv = _sqrt_and_pinv_sqrt(_host(X.T @ X), rtol ** 2)
-    out = X @ xp.asarray(inv)
-    return out.T if wide else out
-
-
-def _host(a):
-    return a.get() if hasattr(a, "get") else a
-
-
-def _like(a, ref):
-    """The host array ``a`` where ``ref`` lives (NumPy, or a CuPy device)."""
-    if isinstance(ref, np.ndarray):
-        return a
-    import cupy                      # only reached with device arrays
-    return cupy.asarray(a)
-
-
-def polar_rows(S, rtol: float = POLAR_RTOL):
-    """R with rows D R the polar factor of a tall D (N, k) whose S = E[D Dᵀ]: S^{+−1/2}."""
-    return _sqrt_and_pinv_sqrt(S, rtol ** 2)[1]
-
-
-def newton_schulz_rows(S, steps: int):
-    """R with D R the Newton–Schulz iterate of a tall D in particle units: X₀ = D/(√tr S +
-    10⁻⁷) has Gram Y₀ = S/(√tr S + 10⁻⁷)², and X ← X P(Y), Y ← P Y P with
-    P = a I + b Y + c Y² (P commutes with Y)."""
-    a, b, c = NS_COEFFS
-    norm = float(np.sqrt(max(np.trace(S), 0.0))) + NS_EPS
-    R = np.eye(len(S)) / norm
-    Y = S / norm ** 2
-    for _ in range(steps):
-        P = a * np.eye(len(S)) + b * Y + c * (Y @ Y)
-        R, Y = R @ P, P @ Y @ P
-    return R
 
 
 # -- the finite network's state: the gradients' factors, weighted --------------------------
@@ -216,43 +108,21 @@ def _vector_layers(v, name):
     return check_choice(v, name, VECTOR_LAYERS)
 
 
-@dataclass(frozen=True)
-class Muon(Optimizer):
-    """Muon: momentum then the matrix sign, scaled by √(fan_out/fan_in) (docs/theory.md §11).
+class BufferSpectral(Optimizer):
+    """A matrix moved by a spectral transform T of its momentum buffer (docs/theory.md §11):
 
-    ``momentum`` β ∈ [0, 1); ``nesterov``: D = G + β M (else M); ``ns_steps``: Newton–
-    Schulz iterations (None: the exact polar factor); ``weight_decay`` λ: decoupled,
-    W ← (1 − η_l λ) W per step (width-free, §10.1); ``vector_layers``: 'muon' (every
-    layer) or 'adam' (Adam on the input layer and the readout, with ``adam_betas`` and
-    ``adam_eps``; the parametrization then follows the 'muon_adam' exponents).
-    """
+        M ← β M + G,   D = G + β M (Nesterov) or M,
+        W^l ← (1 − s δ_l) W^l − s η_l n^{−(a_l + c_l)} κ_l T(D),
 
-    momentum: float = hyperparameter(0.95, unit_interval, "Muon's momentum β in [0, 1)",
-                                     toml="muon_momentum")
-    nesterov: bool = hyperparameter(True, check_bool,
-                                    "Muon: Nesterov's momentum (D = G + β M)",
-                                    toml="muon_nesterov", kind="bool")
-    ns_steps: int | None = hyperparameter(5, _ns_steps, "Muon: Newton–Schulz iterations "
-                                          "(None or 'exact': the exact polar factor)",
-                                          kind="int|str")
-    weight_decay: float = decay_field()
-    vector_layers: str = hyperparameter("muon", _vector_layers,
-                                        "Muon: 'muon' on every layer, or 'adam' on the input "
-                                        "layer and the readout", kind="str")
-    adam_betas: tuple = hyperparameter((0.9, 0.999), _betas, "Adam's (β₁, β₂)",
-                                       kind="numbers")
-    adam_eps: float = hyperparameter(1e-8, finite_non_negative,
-                                     "Adam's ε in width-free units (docs/theory.md §10.3)")
-
-    name = "muon"
+    every part of the optimizer protocol written once.  A subclass (a frozen dataclass)
+    has ``momentum``, ``nesterov``, ``weight_decay``, ``vector_layers`` ('adam' puts
+    Adam, with ``adam_betas`` and ``adam_eps``, on the input layer and the readout) and
+    ``spectral``, the transform (transforms.py): :class:`Muon` with msign,
+    :class:`~.spectral_update.SpectralUpdate` with any."""
 
     @property
     def exponents(self) -> str:
-        return {"muon": "muon", "adam": "muon_adam"}[self.vector_layers]
-
-    @classmethod
-    def for_exponents(cls, kind: str):
-        return {"muon": cls(), "muon_adam": cls(vector_layers="adam")}.get(kind)
+        return "muon_adam" if self.vector_layers == "adam" else "muon"
 
     @property
     def linear(self) -> bool:
@@ -272,32 +142,33 @@ class Muon(Optimizer):
         return Adam(betas=self.adam_betas, eps=self.adam_eps, weight_decay=self.weight_decay)
 
     def coordinate(self, lr, alpha, shrink, t, rate=1.0):
-        raise TypeError("Muon moves whole matrices (msign), not coordinates one by one")
+        raise TypeError(f"{type(self).__name__} moves whole matrices ({self.spectral} of the "
+                        "buffer), not coordinates one by one")
 
-    # -- composition: Muon's own update, and the optimizer of the vector layers -----------
+    # -- composition: the buffer's own update, and the optimizer of the vector layers -----
     @property
     def vectors(self):
-        """The optimizer of the input layer and the readout: Muon's own update (its
-        msign rows in the limit), or Adam with ``vector_layers='adam'``."""
-        return {"muon": MsignUpdate(self), "adam": self.adam}[self.vector_layers]
+        """The optimizer of the input layer and the readout: the buffer's own update (its
+        rows in the limit), or Adam with ``vector_layers='adam'``."""
+        return self.adam if self.vector_layers == "adam" else BufferUpdate(self)
 
     def layer_optimizer(self, l: int, layers: int):
         """What moves layer l of ``layers``: the vector layers' optimizer for the input layer
-        and the readout, Muon's own update for the hidden matrices."""
-        return self.vectors if l in (0, layers - 1) else MsignUpdate(self)
+        and the readout, the buffer's own update for the hidden matrices."""
+        return self.vectors if l in (0, layers - 1) else BufferUpdate(self)
 
     # -- the finite network -------------------------------------------------------------
     def finite_state(self, W, l: int, layers: int, backend) -> tuple:
         return self.layer_optimizer(l, layers).finite_state(W, l, layers, backend)
 
     def finite_step(self, W, state, G, X, const, l, t, backend, rate=1.0):
-        """W ← (1 − s δ_l) W − s η_l n^{−(a_l + c_l)} κ_l msign(D) (see the module docstring);
+        """W ← (1 − s δ_l) W − s η_l n^{−(a_l + c_l)} κ_l T(D) (see the module docstring);
         the vector layers of vector_layers='adam' take Adam's step."""
         return self.layer_optimizer(l, len(const.lr)).finite_step(W, state, G, X, const, l, t,
                                                                    backend, rate)
 
     def direction_matrix(self, hist: MuonHistory, const, l: int, xp):
-        """msign(D) (n_out, n_in) of the buffer's update D = Pᵀ diag(w_D) Q."""
+        """T(D) (n_out, n_in) of the buffer's update D = Pᵀ diag(w_D) Q."""
         if self.nesterov:                            # D = G + β M
             w = self.momentum * hist.w
             w[-hist.last:] += 1.0
@@ -307,12 +178,8 @@ class Muon(Optimizer):
         scale = _norm_scale(const, l, n_out, n_in)
         if min(n_out, n_in) <= len(hist):            # a side no wider than the rank: dense
             D = hist.P.T @ (xp.asarray(w)[:, None] * hist.Q)
-            if self.ns_steps is None:
-                return polar_dense(D, xp=xp)
-            return newton_schulz_dense(D, self.ns_steps, scale, xp)
-        C = np.diag(w)
-        K = (polar_core(C, hist.GP, hist.GQ) if self.ns_steps is None
-             else newton_schulz_core(C, hist.GP, hist.GQ, self.ns_steps, scale))
+            return self.spectral.dense(D, scale, xp)
+        K = self.spectral.core(np.diag(w), hist.GP, hist.GQ, scale)
         return hist.P.T @ (xp.asarray(K) @ hist.Q)
 
     def finite_state_rows(self, B: int, T: int) -> int:
@@ -339,7 +206,7 @@ class Muon(Optimizer):
 
     @property
     def exact_linear(self) -> bool:
-        # msign moves the vector layers linearly given their Gram; Adam on them does not
+        # T moves the vector layers linearly given their Gram; Adam on them does not
         return self.vectors.exact_linear
 
     def particle_state(self, Z, layer):
@@ -378,54 +245,93 @@ class Muon(Optimizer):
         omega[:k, :k] += (rate * lr) * K
 
     def hidden_core(self, weights, GP, GQ, xp=np):
-        """K̂ with msign(D) = (1/n) Pᵀ K̂ Q for D = (1/n) Pᵀ diag(weights) Q and the limit
-        Gram matrices G_P = E[Z^{δh_i} Z^{δh_j}], G_Q = E[Z^{x_i} Z^{x_j}] (the cores of
-        §11.3 are unchanged by the 1/n); rows of weight below PRUNE times the largest
-        are left out.  ``weights`` on the host; G_P, G_Q and K̂ arrays of ``xp``."""
+        """K̂ with T(D) = (1/n) Pᵀ K̂ Q for D = (1/n) Pᵀ diag(weights) Q and the limit
+        Gram matrices G_P = E[Z^{δh_i} Z^{δh_j}], G_Q = E[Z^{x_i} Z^{x_j}] (the cores are
+        unchanged by the 1/n: every transform is a function of the singular values
+        relative to each other, §11.7); rows of weight below PRUNE times the largest are
+        left out.  ``weights`` on the host; G_P, G_Q and K̂ arrays of ``xp``."""
         keep = np.flatnonzero(weights > PRUNE * weights.max(initial=0.0))
         K = xp.zeros((len(weights), len(weights)))
         if len(keep):
             ix = xp.ix_(xp.asarray(keep), xp.asarray(keep))
             C = xp.asarray(np.diag(weights[keep]))
-            K[ix] = (polar_core(C, GP[ix], GQ[ix], xp=xp) if self.ns_steps is None
-                     else newton_schulz_core(C, GP[ix], GQ[ix], self.ns_steps, xp=xp))
+            K[ix] = self.spectral.core(C, GP[ix], GQ[ix], xp=xp)
         return K
 
     def kernel_refusal(self, regime: str) -> str | None:
-        return (f"{self} in the {regime} regime: msign(D) is not linear in the gradients; "
-                "its limit there is not kernel gradient descent (docs/theory.md §11); use "
-                "tp.mup(L, optimizer='muon')")
+        return (f"{self} in the {regime} regime: {self.spectral} of the buffer is not linear "
+                "in the gradients; its limit there is not kernel gradient descent "
+                "(docs/theory.md §11); use tp.mup(L, optimizer='muon')")
 
 
-class MsignUpdate:
-    """Muon's own update on one layer — momentum, then the matrix sign of the buffer — as
-    the optimizer of that layer (Muon composes it with the vector layers' optimizer):
-    the finite network's step from its history of factors, and in the limit the move of
-    the vector layers' particle coordinates."""
+@dataclass(frozen=True)
+class Muon(BufferSpectral):
+    """Muon: momentum then the matrix sign, scaled by √(fan_out/fan_in) (docs/theory.md §11).
+
+    ``momentum`` β ∈ [0, 1); ``nesterov``: D = G + β M (else M); ``ns_steps``: Newton–
+    Schulz iterations (None: the exact polar factor); ``weight_decay`` λ: decoupled,
+    W ← (1 − η_l λ) W per step (width-free, §10.1); ``vector_layers``: 'muon' (every
+    layer) or 'adam' (Adam on the input layer and the readout, with ``adam_betas`` and
+    ``adam_eps``; the parametrization then follows the 'muon_adam' exponents).
+    """
+
+    momentum: float = hyperparameter(0.95, unit_interval, "Muon's momentum β in [0, 1)",
+                                     toml="muon_momentum")
+    nesterov: bool = hyperparameter(True, check_bool,
+                                    "Muon: Nesterov's momentum (D = G + β M)",
+                                    toml="muon_nesterov", kind="bool")
+    ns_steps: int | None = hyperparameter(5, _ns_steps, "Muon: Newton–Schulz iterations "
+                                          "(None or 'exact': the exact polar factor)",
+                                          kind="int|str")
+    weight_decay: float = decay_field()
+    vector_layers: str = hyperparameter("muon", _vector_layers,
+                                        "Muon: 'muon' on every layer, or 'adam' on the input "
+                                        "layer and the readout", kind="str")
+    adam_betas: tuple = hyperparameter((0.9, 0.999), _betas, "Adam's (β₁, β₂)",
+                                       kind="numbers")
+    adam_eps: float = hyperparameter(1e-8, finite_non_negative,
+                                     "Adam's ε in width-free units (docs/theory.md §10.3)")
+
+    name = "muon"
+
+    @classmethod
+    def for_exponents(cls, kind: str):
+        return {"muon": cls(), "muon_adam": cls(vector_layers="adam")}.get(kind)
+
+    @property
+    def spectral(self) -> Msign:
+        return Msign(self.ns_steps)
+
+
+class BufferUpdate:
+    """The buffer's own update on one layer — momentum, then the spectral transform of the
+    buffer — as the optimizer of that layer (a :class:`BufferSpectral` composes it with
+    the vector layers' optimizer): the finite network's step from its history of
+    factors, and in the limit the move of the vector layers' particle coordinates."""
 
     exact_linear = True
 
-    def __init__(self, muon: Muon):
-        self.muon = muon
+    def __init__(self, opt: BufferSpectral):
+        self.opt = opt
 
     def finite_state(self, W, l: int, layers: int, backend) -> tuple:
         return (MuonHistory(W.shape[0], W.shape[1], backend.xp),)
 
     def finite_step(self, W, state, G, X, const, l, t, backend, rate=1.0):
-        """W ← (1 − s δ_l) W − s η_l n^{−(a_l + c_l)} κ_l msign(D)."""
-        mu = self.muon
+        """W ← (1 − s δ_l) W − s η_l n^{−(a_l + c_l)} κ_l T(D)."""
+        opt = self.opt
         layers = len(const.lr)
         (hist,) = state
-        hist.push(G, X, mu.momentum)
-        U = mu.direction_matrix(hist, const, l, backend.xp)
-        shrink = mu.shrinks(const.decay)[l] * rate
+        hist.push(G, X, opt.momentum)
+        U = opt.direction_matrix(hist, const, l, backend.xp)
+        shrink = opt.shrinks(const.decay)[l] * rate
         if shrink:
             W *= 1.0 - shrink
         step = rate * const.adam_lr[l] * const.w_scale[l] * shape_factor(l, layers, W.shape)
         W -= step * U
 
     def finite_state_bytes(self, shape, l, layers, B, T, itemsize):
-        k = self.muon.finite_state_rows(B, T)
+        k = self.opt.finite_state_rows(B, T)
         return k * (shape[0] + shape[1]) * itemsize + 16.0 * k * k + \
             shape[0] * shape[1] * itemsize
 
@@ -436,15 +342,15 @@ class MsignUpdate:
                        moments=None):
         """The input layer's rows Z^U (N, d) or the readout's columns Z^{nV} (N, d_out):
         with the gradient rows g = α left @ right, m ← β m + g, D = g + β m (or m), and
-        Z ← (1 − s δ) Z − s lr κ D R with R = S^{−1/2} (S = E[D Dᵀ], k × k: the polar
-        factor's rows in the limit) or the Newton–Schulz polynomial of S."""
-        mu = self.muon
+        Z ← (1 − s δ) Z − s lr κ D R with R the transform's rows of S = E[D Dᵀ] (k × k;
+        msign: S^{−1/2}, or the Newton–Schulz polynomial of S; §11.4, §11.7)."""
+        opt = self.opt
         (m,) = state
         g = alpha * (left @ right)
-        m = mu.momentum * m + g
-        D = g + mu.momentum * m if mu.nesterov else m
+        m = opt.momentum * m + g
+        D = g + opt.momentum * m if opt.nesterov else m
         S = _host(D.T @ D) / len(D) if moments is None else moments(D, D)
-        R = polar_rows(S) if mu.ns_steps is None else newton_schulz_rows(S, mu.ns_steps)
+        R = opt.spectral.rows(S)
         k = Z.shape[1]
         kappa = k ** -0.5 if layer == "input" else k ** 0.5
         Z = (1.0 - rate * shrink) * Z - (rate * lr * kappa) * (D @ _like(R, D))
@@ -457,4 +363,3 @@ def _norm_scale(const, l: int, n_out: int, n_in: int) -> float:
     width = const.width
     sides = (n_out == width) + (n_in == width)
     return const.w_scale[l] / const.eps_scale[l] * width ** (-sides / 2)
-
