@@ -3,6 +3,7 @@ and "Learning-rate transfer with Muon").
 
     python studies/lr_transfer.py grids        [--quick]
     python studies/lr_transfer.py optimizers   [--quick]
+    python studies/lr_transfer.py spectral     [--quick]
 
 The task is examples/experiments/lr_sweep_digits.toml's: μP, two hidden tanh layers,
 digits 0–2, 8 SGD steps of batch 8, held-out cross-entropy on 40 test images; the limit
@@ -13,7 +14,9 @@ from 4 to 16) at ∞ and at n = 2048 × 8 seeds: η* with its 95 % interval afte
 search of every grid minimum, and the grid parabola's (the grid alone), which moves with
 the grid.  ``optimizers``: η* at ∞ and at n = 256…4096 × 4 seeds for μP-SGD, μP-Adam,
 μP-Muon and the unscaled Muon update (no limit), each on a 2× grid of 8 rates around its
-own optimum.  ``--quick`` runs a tiny version (N = 500, two widths, 2 seeds) to check the
+own optimum.  ``spectral``: the same for the spectral condition's updates over Nesterov
+momentum (β = 0.95, Muon's default) — spectral normalization, clipping at σ_max/4, and
+msign (μP-Muon) — on one 2× grid.  ``--quick`` runs a tiny version (N = 500, two widths, 2 seeds) to check the
 script.
 """
 import argparse
@@ -59,13 +62,27 @@ def grids(quick):
 
 
 def optimizers(quick):
-    net, routine = task()
     mup = {k: tp.mup(2, optimizer=k) for k in ("sgd", "adam", "muon")}
     unscaled = tp.ABC(mup["muon"].a, mup["muon"].b, [-x for x in mup["muon"].a],
                       optimizer="muon", name="Muon, unscaled")
-    rows = (("μP-SGD", mup["sgd"], None, 1.0), ("μP-Adam", mup["adam"], tp.Adam(), 0.125),
-            ("μP-Muon", mup["muon"], tp.Muon(), 0.25), ("Muon, unscaled", unscaled, tp.Muon(),
-                                                         2.0 ** -7))
+    transfer(quick, (("μP-SGD", mup["sgd"], None, 1.0),
+                     ("μP-Adam", mup["adam"], tp.Adam(), 0.125),
+                     ("μP-Muon", mup["muon"], tp.Muon(), 0.25),
+                     ("Muon, unscaled", unscaled, tp.Muon(), 2.0 ** -7)))
+
+
+def spectral(quick):
+    mup = tp.mup(2, optimizer="muon")
+    base = tp.SGD(momentum=0.95, nesterov=True)
+    transfer(quick, (("SN", mup, tp.SpectralUpdate(base, "sn"), 0.25),
+                     ("SVC, λ = 4", mup, tp.SpectralUpdate(base, "svc", clip=4.0), 0.25),
+                     ("msign (μP-Muon)", mup, tp.SpectralUpdate(base, "msign"), 0.25)))
+
+
+def transfer(quick, rows):
+    """η* at ∞ and per width for each (name, parametrization, optimizer, lowest rate) on a
+    2× grid of 8 rates."""
+    net, routine = task()
     widths = [64, 128] if quick else [256, 512, 1024, 2048, 4096]
     particles, seeds = (500, 2) if quick else (4000, 4)
     print("| optimizer | ∞ | " + " | ".join(f"n = {w}" for w in widths) + " |")
@@ -84,12 +101,12 @@ def optimizers(quick):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("table", choices=("grids", "optimizers"))
+    ap.add_argument("table", choices=("grids", "optimizers", "spectral"))
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)     # rivals are in the table
-        (grids if args.table == "grids" else optimizers)(args.quick)
+        {"grids": grids, "optimizers": optimizers, "spectral": spectral}[args.table](args.quick)
 
 
 if __name__ == "__main__":

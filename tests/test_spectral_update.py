@@ -289,7 +289,7 @@ def test_limit_matches_finite_networks_at_width_4096(L, kw):
 @pytest.mark.parametrize("kw, match", [
     (dict(base=tp.Muon()), "base = Muon"), (dict(base="sgd"), "base = 'sgd'"),
     (dict(base=tp.SGD(weight_decay=0.1)), "decoupled"), (dict(transform="svd"), "transform"),
-    (dict(transform="svc"), "needs clip"), (dict(transform="sn", clip=2.0), "clip = 2.0"),
+    (dict(transform="svc"), "clip is required"), (dict(transform="sn", clip=2.0), "clip = 2.0"),
     (dict(transform="svc", clip=0.5), "clip = 0.5"), (dict(transform="svc", clip="4"), "clip"),
     (dict(transform="svc", clip=float("inf")), "clip"),
     (dict(transform="sn", ns_steps=3), "ns_steps = 3"), (dict(ns_steps=0), "ns_steps"),
@@ -313,3 +313,90 @@ def test_limits_refuse_what_does_not_exist():
     with pytest.raises(tp.UnsupportedError, match="spectral normalization of the buffer"):
         tp.simulate_limit(tp.MLP(kernel, 2, 1),
                           tp.Routine(lr=0.1, optimizer=tp.SpectralUpdate(tp.SGD(), "sn"), **D1))
+
+
+def test_the_time_estimate_prices_the_dense_transform():
+    """An Adam base transforms an n × n direction per hidden matrix and step (an SVD or
+    Newton–Schulz, O(n³)): the finite estimate grows like n³ there, and like n² for an SGD
+    base, whose transform acts through k × k cores."""
+    from tp_limits.finite.cost import time_estimate
+    net = tp.MLP(tp.mup(2, optimizer="muon"), 3, 2, phi="tanh")
+
+    def ratio(opt):
+        P = Problem(net, tp.Routine(lr=0.05, optimizer=opt, **N8_LONG))
+        return time_estimate(P, 8192) / time_estimate(P, 4096)
+
+    assert ratio(tp.SpectralUpdate(tp.Adam(), "sn")) > 7.0
+    assert ratio(tp.SpectralUpdate(tp.Adam(), "msign")) > 7.0
+    assert ratio(tp.SpectralUpdate(tp.SGD(momentum=0.9), "sn")) < 4.5
+
+
+# ---- experiment files ------------------------------------------------------------------------------------
+SPECTRAL_FILE = {"parametrization": {"preset": "mup", "L": 2, "optimizer": "muon"},
+                 "data": {"generator": "teacher", "d_in": 3},
+                 "routine": {"lr": 0.05, "steps": 3, "batch_size": 2,
+                             "spectral_transform": "svc", "spectral_clip": 4,
+                             "momentum": 0.9, "nesterov": True}}
+
+
+def _file(parametrization=None, **routine):
+    cfg = {k: dict(v) for k, v in SPECTRAL_FILE.items()}
+    cfg["routine"].update(routine)
+    cfg["routine"] = {k: v for k, v in cfg["routine"].items() if v is not None}
+    cfg["parametrization"].update(parametrization or {})
+    return cfg
+
+
+def test_experiment_files_build_every_spectral_update():
+    from tp_limits.experiment import build
+    assert build(_file()).routine.optimizer == tp.SpectralUpdate(
+        tp.SGD(momentum=0.9, nesterov=True), "svc", clip=4.0)
+    adam_keys = dict(spectral_base="adam", momentum=None, nesterov=None, spectral_clip=None,
+                     spectral_transform="sn", adam_betas=[0.8, 0.99], weight_decay=0.1)
+    with pytest.raises(tp.TPError, match="(?s)Adam base.*limit = false"):
+        build(_file(**adam_keys))                  # no limit, and nothing else to run
+    sweep = {"lrs": [0.01, 0.02, 0.04], "limit": False, "widths": [32, 64]}
+    adam = build({**_file(**adam_keys), "sweep": sweep})
+    assert adam.routine.optimizer == tp.SpectralUpdate(tp.Adam(betas=(0.8, 0.99)), "sn",
+                                                       weight_decay=0.1)
+    assert "Adam base" in adam.no_limit and adam.estimate["sweep"] > 0
+    hybrid = build(_file({"optimizer": "muon_adam"}, spectral_transform="msign",
+                         spectral_clip=None, ns_steps="exact", adam_eps=1e-6))
+    assert hybrid.routine.optimizer == tp.SpectralUpdate(
+        tp.SGD(momentum=0.9, nesterov=True), "msign", ns_steps=None, vector_layers="adam",
+        adam_eps=1e-6)
+    assert build(_file(spectral_transform=None, spectral_clip=None, momentum=None,
+                       nesterov=None)).routine.optimizer == tp.Muon()
+
+
+@pytest.mark.parametrize("routine, parametrization, match", [
+    (dict(spectral_clip=0.5), None, "routine.spectral_clip = 0.5"),
+    (dict(spectral_clip=None), None, "routine.spectral_clip is required"),
+    (dict(spectral_transform="svd"), None, "routine.spectral_transform"),
+    (dict(muon_momentum=0.9), None, "routine.muon_momentum does not apply"),
+    (dict(spectral_base="adam"), None, "routine.momentum does not apply"),
+    (dict(spectral_transform=None), None, "routine.spectral_clip needs"),
+    (dict(momentum=1.5), None, "routine.momentum = 1.5"),
+    (dict(), {"optimizer": "sgd"}, "parametrization.optimizer"),
+])
+def test_experiment_files_refuse_by_key(routine, parametrization, match):
+    from tp_limits.experiment import build
+    with pytest.raises(tp.TPError, match=match):
+        build(_file(parametrization, **routine))
+
+
+def test_a_file_without_a_limit_sweeps_its_finite_widths_and_run_refuses():
+    """No engine computes the limit of an orthogonal hidden initialization: the file builds
+    for a [sweep] with limit = false (its finite widths alone), and `run` refuses it with
+    the reason, before any work."""
+    from tp_limits.experiment import build
+    from tp_limits.experiment.runner import require_limit
+    cfg = _file(spectral_transform=None, spectral_clip=None, momentum=None, nesterov=None)
+    cfg["model"] = {"init": "orthogonal"}
+    with pytest.raises(tp.TPError, match="(?s)orthogonal.*limit = false"):
+        build(cfg)
+    exp = build({**cfg, "sweep": {"lrs": [0.01, 0.02, 0.04], "limit": False, "widths": [32]}})
+    with pytest.raises(tp.TPError, match="(?s)orthogonal.*tp-limits sweep"):
+        require_limit(exp)
+    with pytest.raises(tp.TPError, match="limit = false"):
+        build({**cfg, "sweep": {"lrs": [0.01, 0.02, 0.04]}})

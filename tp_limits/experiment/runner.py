@@ -29,10 +29,10 @@ from ..analysis.convergence import ConvergenceStudy, convergence
 from ..analysis.lr_sweep import LRSweep, check_sweep, lr_sweep
 from ..engine.options import FINITE_OPTIONS, LIMIT_OPTIONS
 from ..engine.trajectory import Trajectory
-from ..errors import TPError
+from ..errors import TPError, UnsupportedError
 from ..finite.train import prepare_finite
 from ..limit import prepare_limit, simulate_limit
-from ..spec import MLP, Routine
+from ..spec import MLP, SGD, Routine, SpectralUpdate
 from ..spec.fields import mlp_from_file, renamed
 from ..spec.optimizers import OPTIMIZERS, default_optimizer, hyperparameters
 from ..spec.schedules import named
@@ -57,6 +57,8 @@ class Experiment:
     sweep: dict = field(default_factory=dict)   # lr_sweep settings; {} without [sweep]
     compared: tuple = ()         # the networks of sweep.compare, swept beside ``net``
     estimate: dict = field(default_factory=dict)  # seconds on two cores: limit, finite, sweep
+    no_limit: str = ""           # why no engine computes the limit (a [sweep] of finite
+                                 # widths alone builds anyway; run refuses)
 
 
 @dataclass(frozen=True)
@@ -106,19 +108,73 @@ def _d_out(data: dict, Y: np.ndarray) -> int:
 
 def _optimizer(kind: str, r: dict):
     """The routine's optimizer from the [routine] keys of its declared hyperparameters,
-    for the parametrization's exponents; a key of another optimizer is refused."""
+    for the parametrization's exponents; a key of another optimizer is refused.  With
+    routine.spectral_transform, a SpectralUpdate (:func:`_spectral_optimizer`)."""
+    if r["spectral_transform"] is not None:
+        return _spectral_optimizer(kind, r)
+    extra = next((k for k in SPECTRAL_KEYS.values() if r[k] is not None), None)
+    if extra:
+        raise ExperimentError(f"routine.{extra} needs routine.spectral_transform (\"sn\", "
+                              "\"svc\" or \"msign\"): it configures a spectral update")
     cls = type(default_optimizer(kind))
+    return cls(**_hyperparameters(cls, kind, r))
+
+
+def _hyperparameters(cls, kind: str, r: dict, also=()) -> dict:
+    """``cls``'s arguments from their [routine] keys (lists as tuples); a key of another
+    optimizer, other than those in ``also``, is refused."""
     mine = {key: name for name, key, *_ in hyperparameters(cls)}
     for other in OPTIMIZERS.values():
         for _, key, *_ in hyperparameters(other):
-            if key not in mine and r[key] is not None:
+            if key not in mine and key not in also and r[key] is not None:
                 raise ExperimentError(
                     f"routine.{key} is a hyperparameter of {other.name}, not of {cls.name} "
                     f"(parametrization.optimizer = {kind!r}): leave it out, or set "
                     f"parametrization.optimizer = {other.exponents!r}")
-    given = {name: (tuple(r[key]) if isinstance(r[key], list) else r[key])
-             for key, name in mine.items() if r[key] is not None}
-    return dataclasses.replace(default_optimizer(kind), **given)
+    return {name: (tuple(r[key]) if isinstance(r[key], list) else r[key])
+            for key, name in mine.items() if r[key] is not None}
+
+
+#: SpectralUpdate's arguments that are not hyperparameters of a registered optimizer, by
+#: their [routine] keys
+SPECTRAL_KEYS = {"transform": "spectral_transform", "clip": "spectral_clip",
+                 "base": "spectral_base"}
+
+
+def _spectral_optimizer(kind: str, r: dict):
+    """SpectralUpdate(base, transform, clip) from routine.spectral_*: the base (SGD or
+    Adam) from its own keys (momentum, nesterov; adam_betas, adam_eps), ns_steps and
+    weight_decay from the keys Muon shares, Adam on the vector layers under 'muon_adam'
+    (docs/theory.md §11.7)."""
+    if kind not in ("muon", "muon_adam"):
+        raise ExperimentError(
+            f"routine.spectral_transform = {r['spectral_transform']!r} follows the spectral "
+            "update rule: set parametrization.optimizer = \"muon\" (or \"muon_adam\"), "
+            f"not {kind!r}")
+    base_cls = OPTIMIZERS[r["spectral_base"] or "sgd"]
+    own = {"ns_steps", "weight_decay"}
+    adam_vectors = kind == "muon_adam"
+    base_keys = {key for _, key, *_ in hyperparameters(base_cls)} - {"weight_decay"}
+    vector_keys = {"adam_betas", "adam_eps"} if adam_vectors else set()
+    allowed = base_keys | own | vector_keys
+    for other in OPTIMIZERS.values():
+        for _, key, *_ in hyperparameters(other):
+            if key not in allowed and r[key] is not None:
+                raise ExperimentError(
+                    f"routine.{key} does not apply to a spectral update over "
+                    f"{base_cls.name}: its keys are routine.spectral_*, "
+                    + ", ".join(f"routine.{k}" for k in sorted(allowed)))
+    base = base_cls(**{name: (tuple(r[key]) if isinstance(r[key], list) else r[key])
+                       for name, key, *_ in hyperparameters(base_cls)
+                       if key in base_keys and r[key] is not None})
+    kw = {name: r[key] for name, key in (("ns_steps", "ns_steps"),
+                                         ("weight_decay", "weight_decay")) if r[key] is not None}
+    if adam_vectors:
+        kw["vector_layers"] = "adam"
+        kw.update({name: (tuple(r[key]) if isinstance(r[key], list) else r[key])
+                   for name, key in (("adam_betas", "adam_betas"), ("adam_eps", "adam_eps"))
+                   if r[key] is not None})
+    return SpectralUpdate(base, r["spectral_transform"], clip=r["spectral_clip"], **kw)
 
 
 def _rates(r: dict, X, steps) -> float | np.ndarray:
@@ -143,12 +199,19 @@ def _option_keys(table) -> dict:
     return {o.name: o.toml for o in table if o.toml}
 
 
-def _routine_keys(kind: str) -> dict:
+def _routine_keys(kind: str, r: dict) -> dict:
     """The [routine] keys that feed Routine and the optimizer of the parametrization's
-    ``kind``, by the argument they become (Muon's momentum is routine.muon_momentum)."""
-    cls = type(default_optimizer(kind))
-    return {"lr": "routine.lr", "batch_size": "routine.batch_size",
-            **{name: f"routine.{key}" for name, key, *_ in hyperparameters(cls)}}
+    ``kind``, by the argument they become (Muon's momentum is routine.muon_momentum; a
+    spectral update's base's momentum is routine.momentum)."""
+    classes = [type(default_optimizer(kind))]
+    if r["spectral_transform"] is not None:
+        classes = [SpectralUpdate, OPTIMIZERS.get(r["spectral_base"] or "sgd", SGD)]
+    keys = {"lr": "routine.lr", "batch_size": "routine.batch_size",
+            **{name: f"routine.{key}" for name, key in SPECTRAL_KEYS.items()}}
+    for cls in classes:
+        keys.update({name: f"routine.{key}" for name, key, *_ in hyperparameters(cls)
+                     if name not in keys})
+    return keys
 
 
 def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
@@ -170,7 +233,7 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
                               steps=steps, eval_inputs=E, eval_targets=Ye,
                               optimizer=_optimizer(param.optimizer, r))
         except TPError as exc:
-            raise type(exc)(renamed(str(exc), _routine_keys(param.optimizer))) from None
+            raise type(exc)(renamed(str(exc), _routine_keys(param.optimizer, r))) from None
     except ExperimentError:
         raise
     except TPError as exc:
@@ -189,11 +252,19 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
         "widths": tuple(sorted(set(fin["widths"]))), "seeds": fin["seeds"],
         "backend": fin["backend"], "parallel": fin["parallel"], "spectral": fin["spectral"],
         "time_budget": fin["time_budget"]}
-    estimate = {}
+    estimate, no_limit = {}, ""
     try:                  # the engines' own checks: what --check accepts, a run accepts
         if k.stable:      # an unstable one is swept at its finite widths alone
             plan = prepare_limit(net, routine, **limit)
             estimate["limit"] = plan.engine.info.get("time_estimate_s", 0.0)
+    except UnsupportedError as exc:
+        # no engine computes this limit (an orthogonal hidden initialization, a spectral
+        # update of Adam's direction): a sweep of the finite widths alone still runs
+        if sw["lrs"] is None or sw["limit"]:
+            raise ExperimentError(
+                f"{source}: {exc}\n  (a [sweep] section with limit = false sweeps its finite "
+                "widths alone: tp-limits sweep)") from None
+        no_limit = str(exc)
     except TPError as exc:
         raise ExperimentError(f"{source}: {renamed(str(exc), _option_keys(LIMIT_OPTIONS))}") \
             from None
@@ -222,7 +293,7 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
                 raise ExperimentError(f"{source}: [sweep]{where}: {exc}") from None
     ex = cfg["experiment"]
     return Experiment(ex["name"], ex["description"], net, routine, limit, finite, source, cfg,
-                      sweep, compared, estimate)
+                      sweep, compared, estimate, no_limit)
 
 
 def _compared(net: MLP, p: dict, presets, source: str) -> tuple:
@@ -255,6 +326,9 @@ def require_limit(exp: Experiment):
     """The classification of ``exp``'s parametrization, which must have a limit to run
     (an unstable one builds for its [sweep] alone)."""
     k = exp.net.param.classify()
+    if exp.no_limit:
+        raise ExperimentError(f"{exp.source}: {exp.no_limit}\n  `tp-limits sweep` sweeps its "
+                              "finite widths (tp-limits sweep --check validates its [sweep])")
     if not k.stable:
         raise ExperimentError(f"{exp.source}: {exp.net.param.label} is unstable and has no "
                               "limit to run; `tp-limits sweep` sweeps its finite widths "

@@ -170,6 +170,16 @@ SCHEMA: dict = {
         "batch_size": Key("int", 1, "examples per SGD step"),
         "steps": Key("int", None, "SGD steps (generators: default 16; arrays: len(X) / batch)"),
         **optimizer_keys(),
+        "spectral_transform": Key("str", None, "with parametrization.optimizer = \"muon\" or "
+                                  "\"muon_adam\": a spectral update (docs/theory.md §11.7) — "
+                                  "'sn', 'svc' or 'msign' of the base's direction (absent: "
+                                  "Muon)", choices=("msign", "sn", "svc")),
+        "spectral_clip": Key("number", None, "spectral_transform = 'svc': the threshold λ >= 1 "
+                                             "(singular values above σ_max/λ set to one)"),
+        "spectral_base": Key("str", None, "the spectral update's base: 'sgd' (its keys "
+                                          "momentum, nesterov; default) or 'adam' (adam_betas, "
+                                          "adam_eps; finite networks only)",
+                             choices=("sgd", "adam")),
     },
     "limit": table_keys(LIMIT_OPTIONS, "limit"),
     "sweep": {

@@ -22,7 +22,11 @@ runs on the two-core machine of docs/performance.md (benchmarks/bench_cost_model
 * lowrank = (L − 1) n² Σ_t k_t and small = (L − 1) Σ_t (n k_t² + s k_t³): a pair-matrix
   optimizer's (Muon's) update Pᵀ K Q through a k_t × k_t core with s Newton–Schulz steps,
   k_t = min(B (t + 1), k_max) history rows at step t (docs/theory.md §11.3).  This is the
-  term that makes finite Muon's cost grow with the history.
+  term that makes finite Muon's cost grow with the history;
+* a dense transform (SpectralUpdate over Adam, docs/theory.md §11.7): Adam's two moments
+  in ``state``, and T (L − 1) n³ priced apart (``SVD_PRICE`` per n³ for a thin SVD,
+  ``NS_STEP_PRICE`` per n³ and Newton–Schulz step), measured at n = 1024 on the
+  two-core machine with one core busy, not fitted with the rest.
 
 The estimate is a floor for a loaded machine and a ceiling for a GPU; it is what
 ``time_budget`` compares against, before any work.
@@ -36,6 +40,9 @@ import numpy as np
 COST = (2.6e-10, 1.68e-8, 1.72e-4, 6.08e-9, 6.4e-10, 2.85e-8, 1.29e-7, 3.82e-10, 1.28e-9)
 NAMES = ("dense", "vec", "call", "state", "stats", "spectral", "spectral_flat", "lowrank",
          "small")
+#: seconds per n³ of a dense transform of an n × n direction: a thin SVD, and one
+#: Newton–Schulz step (three n × n products)
+SVD_PRICE, NS_STEP_PRICE = 9.5e-10, 1.3e-10
 
 
 def cost_units(problem, width: int, record=(), evals: int | None = None) -> tuple:
@@ -50,6 +57,8 @@ def cost_units(problem, width: int, record=(), evals: int | None = None) -> tupl
     call = T * (L + 1)
     opt = problem.optimizer
     state = T * hidden * n * n * len(opt.rule.slots) if opt.coordinatewise else 0.0
+    if opt.dense_transform:
+        state = T * hidden * n * n * 2                    # Adam's moments of the direction
     stats = Te * hidden * n * n * (E + 2) if "stats" in record else 0.0
     sweeps = Te * hidden * n * n if "spectral" in record else 0.0
     spectral, spectral_flat = (0.0, sweeps) if opt.pair_matrix else (sweeps, 0.0)
@@ -66,4 +75,15 @@ def time_estimate(problem, width: int, record=(), evals: int | None = None) -> f
     """Seconds the finite run should take on the two-core machine: the terms of
     :func:`cost_units` times their fitted prices (float64 prices: a float32 run costs
     less)."""
-    return float(np.dot(cost_units(problem, width, record, evals), COST))
+    return float(np.dot(cost_units(problem, width, record, evals), COST)) + \
+        dense_transform_seconds(problem, width)
+
+
+def dense_transform_seconds(problem, width: int) -> float:
+    """T (L − 1) n³ times the price of the optimizer's dense transform (0 without one)."""
+    opt = problem.optimizer
+    if not opt.dense_transform:
+        return 0.0
+    steps = getattr(opt.spectral, "ns_steps", None)
+    price = NS_STEP_PRICE * steps if steps else SVD_PRICE
+    return problem.T * (problem.net.L - 1) * float(width) ** 3 * price

@@ -176,6 +176,12 @@ class Optimizer:
         return False
 
     @property
+    def dense_transform(self) -> bool:
+        """Whether a finite hidden matrix moves by a matrix function of a dense direction
+        (an SVD or Newton–Schulz at n × n per step: SpectralUpdate over Adam)."""
+        return False
+
+    @property
     def partners(self) -> bool:
         """Whether the deep engines follow a hidden matrix by partner particles: an update
         entrywise and not linear in the gradients (docs/theory.md §10.6)."""

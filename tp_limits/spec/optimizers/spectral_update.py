@@ -104,9 +104,9 @@ class SpectralUpdate(BufferSpectral):
     def __post_init__(self):
         super().__post_init__()
         if self.transform == "svc" and self.clip is None:
-            raise SpecError("transform = 'svc' needs clip = λ >= 1, the threshold σ_max/λ "
-                            "above which singular values are set to one (λ = 1 is 'sn', "
-                            "λ → ∞ is 'msign')")
+            raise SpecError("clip is required with transform = 'svc': λ >= 1, the threshold "
+                            "σ_max/λ above which singular values are set to one (λ = 1 is "
+                            "'sn', λ → ∞ is 'msign')")
         if self.transform != "svc" and self.clip is not None:
             raise SpecError(f"clip = {self.clip!r} with transform = {self.transform!r}: the "
                             "threshold λ belongs to transform='svc' alone (give it there, "
@@ -149,6 +149,10 @@ class SpectralUpdate(BufferSpectral):
     @property
     def pair_matrix(self) -> bool:
         return self.low_rank
+
+    @property
+    def dense_transform(self) -> bool:
+        return not self.low_rank
 
     @property
     def exact_linear(self) -> bool:
