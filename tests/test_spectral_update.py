@@ -285,6 +285,29 @@ def test_limit_matches_finite_networks_at_width_4096(L, kw):
     assert np.any(np.abs(mean[-1] - other.f_eval[-1]) > q[-1] * apart)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("kw", [dict(transform="sn"), dict(transform="msign")],
+                         ids=["sn", "msign-ns5"])
+def test_one_hidden_layer_adam_base_limit_matches_finite_networks(kw):
+    """With one hidden layer an Adam base has a limit (the vector layers' particles carry
+    Adam's moments, T acts through the d × d Gram of ψ): 8 finite nets at width 4096
+    against the Monte Carlo limit within the t bound at every evaluated step; the SGD
+    base's limit is outside it."""
+    net = tp.MLP(tp.mup(1, optimizer="muon"), 3, 2, phi="tanh")
+    r = tp.Routine(lr=0.05, optimizer=tp.SpectralUpdate(tp.Adam(), **kw), **N8_LONG)
+    lim = tp.simulate_limit(net, r, particles=2 ** 14, replicates=8, progress=False)
+    assert lim.meta["method"] == "monte_carlo"
+    F = np.array([tp.train_finite(net, r, 4096, seed=s, record=()).f_eval for s in range(8)])
+    mean, se = F.mean(axis=0), F.std(axis=0, ddof=1) / np.sqrt(8)
+    combined = np.hypot(se[1:], lim.f_eval_se[1:])
+    q = t_quantile(welch_dof(se[1:], 7, lim.f_eval_se[1:], lim.status.se_dof))
+    assert np.all(np.abs(mean[1:] - lim.f_eval[1:]) <= q * combined)
+    sgd = tp.Routine(lr=0.05, optimizer=tp.SpectralUpdate(tp.SGD(), **kw), **N8_LONG)
+    other = tp.simulate_limit(net, sgd, particles=2 ** 14, replicates=8, progress=False)
+    assert np.any(np.abs(mean[-1] - other.f_eval[-1]) > q[-1] * np.hypot(se[-1],
+                                                                         other.f_eval_se[-1]))
+
+
 # ---- refusals --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kw, match", [
     (dict(base=tp.Muon()), "base = Muon"), (dict(base="sgd"), "base = 'sgd'"),
@@ -301,8 +324,8 @@ def test_bad_settings_are_refused_by_name(kw, match):
 
 
 def test_limits_refuse_what_does_not_exist():
-    """An Adam base has no limit built (its finite networks train); the kernel regime is
-    refused as for Muon."""
+    """An Adam base with hidden n × n matrices has no limit built (its finite networks
+    train; with one hidden layer it has one); the kernel regime is refused as for Muon."""
     net = tp.MLP(tp.mup(2, optimizer="muon"), 2, 1)
     r = tp.Routine(lr=0.1, optimizer=tp.SpectralUpdate(tp.Adam(), "sn"), **D1)
     assert np.all(np.isfinite(tp.train_finite(net, r, 32, record=()).f_eval))

@@ -178,7 +178,7 @@ SCHEMA: dict = {
                                              "(singular values above σ_max/λ set to one)"),
         "spectral_base": Key("str", None, "the spectral update's base: 'sgd' (its keys "
                                           "momentum, nesterov; default) or 'adam' (adam_betas, "
-                                          "adam_eps; finite networks only)",
+                                          "adam_eps; a limit with one hidden layer only)",
                              choices=("sgd", "adam")),
     },
     "limit": table_keys(LIMIT_OPTIONS, "limit"),

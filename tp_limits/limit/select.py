@@ -19,7 +19,7 @@ optimizer not linear in the gradients  UnsupportedError (a nonlinear kernel)
 weight decay, kernel regime            UnsupportedError (decay moves W_0 by Θ(1))
 orthogonal hidden initialization       UnsupportedError (not a Gaussian program)
 an optimizer without a built limit     UnsupportedError (its ``limit_refusal``: a
-  (a spectral transform of Adam)         spectral transform of a dense direction)
+  (a spectral transform of Adam, L ≥ 2)  spectral transform of a dense n × n direction)
 =====================================  =============================================
 
 Every optimizer (the routine's ``optimizer``) runs in every feature-learning
@@ -56,7 +56,7 @@ def select_engine(problem, options):
             f"{param.label} is unstable, so it has no infinite-width limit: "
             + "; ".join(k.violations))
     opt = problem.optimizer
-    refusal = net.limit_refusal() or opt.limit_refusal()
+    refusal = net.limit_refusal() or opt.limit_refusal(net)
     if refusal:
         raise UnsupportedError(refusal)
     deep_fl = k.regime == "feature_learning" and net.L >= 2

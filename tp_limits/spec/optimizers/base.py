@@ -294,9 +294,10 @@ class Optimizer:
         gradient entries ``g`` into ``state`` (updated in place) at its t-th update."""
         raise TypeError(f"{self} is linear in the gradients: it moves by its schedule")
 
-    def limit_refusal(self) -> str | None:
-        """Why no engine computes this optimizer's infinite-width limit, or None (every
-        regime's own conditions are checked apart, :meth:`kernel_refusal`)."""
+    def limit_refusal(self, net) -> str | None:
+        """Why no engine computes this optimizer's infinite-width limit for the network
+        ``net``, or None (every regime's own conditions are checked apart,
+        :meth:`kernel_refusal`)."""
         return None
 
     def kernel_refusal(self, regime: str) -> str | None:

@@ -31,7 +31,7 @@ from .adam import Adam, _betas
 from .base import Optimizer, _fmt, decay_field, hyperparameter
 from .muon import BufferSpectral, BufferUpdate, _ns_steps
 from .sgd import SGD
-from .transforms import TRANSFORMS, transform_of
+from .transforms import TRANSFORMS, _host, _like, transform_of
 
 #: SpectralUpdate's vector_layers: the transform on every layer, or Adam on the input
 #: layer and the readout
@@ -75,8 +75,8 @@ class SpectralUpdate(BufferSpectral):
     √(fan_out/fan_in) (docs/theory.md §11.7).
 
     ``base``: tp.SGD(...) (Φ the momentum buffer; a limit in every engine) or
-    tp.Adam(...) (Φ Adam's update; finite networks only), without weight decay of its
-    own; ``transform``: 'msign' (U Vᵀ; ``ns_steps`` Newton–Schulz iterations or None
+    tp.Adam(...) (Φ Adam's update; finite networks, and the limit with one hidden
+    layer), without weight decay of its own; ``transform``: 'msign' (U Vᵀ; ``ns_steps`` Newton–Schulz iterations or None
     for the exact polar factor), 'sn' (Φ/‖Φ‖₂) or 'svc' (U min(λ Σ/σ_max, 1) Vᵀ with
     λ = ``clip`` ≥ 1); ``weight_decay`` λ: decoupled, W ← (1 − η_l λ) W per step;
     ``vector_layers``: 'spectral' (the transform on every layer) or 'adam' (Adam with
@@ -155,17 +155,25 @@ class SpectralUpdate(BufferSpectral):
         return not self.low_rank
 
     @property
+    def partners(self) -> bool:
+        # partner particles follow an entrywise rule; T(ψ) of a hidden matrix is not one
+        # (its limit is refused, limit_refusal), and the vector layers move by their rows
+        return False
+
+    @property
     def exact_linear(self) -> bool:
         return self.low_rank and self.vectors.exact_linear
 
-    def limit_refusal(self) -> str | None:
-        if self.low_rank:
+    def limit_refusal(self, net) -> str | None:
+        if self.low_rank or net.L == 1:
             return None
-        return (f"{self}: with an Adam base the direction Φ = m̂/(√v̂ + ε) is an entrywise "
-                "nonlinear function of the gradients' factors, not of low rank, and "
+        return (f"{self} with hidden n × n matrices (L = {net.L}): with an Adam base the "
+                "direction Φ = m̂/(√v̂ + ε) of a hidden matrix is an entrywise nonlinear "
+                "function of the gradients' factors, not of low rank, and "
                 f"{self.spectral} of it is a function of the whole spectrum of that n × n "
-                "matrix; its infinite-width limit is not built (docs/theory.md §11.7). "
-                "Finite networks train with it (tp.train_finite); an SGD base has a limit")
+                "matrix; that infinite-width limit is not built (docs/theory.md §11.7). "
+                "Finite networks train with it (tp.train_finite); L = 1 and an SGD base "
+                "have a limit")
 
     def __str__(self):
         """``SpectralUpdate(SGD(momentum=0.9, weight_decay=0, nesterov=True), 'sn')``: the
@@ -214,7 +222,20 @@ class DenseUpdate:
         return (6 * shape[0] * shape[1] + min(shape) ** 2) * itemsize
 
     def particle_state(self, Z, layer):
-        raise TypeError(self.opt.limit_refusal())
+        return self.opt.base.rule.zeros(Z)                      # Adam's (m, v) per coordinate
 
-    def move_particles(self, *args, **kwargs):
-        raise TypeError(self.opt.limit_refusal())
+    def move_particles(self, Z, state, left, right, lr, alpha, shrink, t, rate, layer,
+                       moments=None):
+        """The input layer's rows Z^U (N, d) or the readout's columns Z^{nV} (N, d_out): each
+        coordinate's Adam direction ψ from its own moments (the coordinate rule with a unit
+        negative step returns ψ itself), then Z ← (1 − s δ) Z − s lr κ ψ R with R the
+        transform's rows of S = E[ψ ψᵀ] (k × k; docs/theory.md §11.7)."""
+        base = self.opt.base
+        scale, h = base.coordinate(-1.0, alpha, 0.0, t)
+        psi, state = base.rule.apply(Z * 0.0, scale * (left @ right), state, h)
+        S = _host(psi.T @ psi) / len(psi) if moments is None else moments(psi, psi)
+        R = self.opt.spectral.rows(S)
+        k = Z.shape[1]
+        kappa = k ** -0.5 if layer == "input" else k ** 0.5
+        Z = (1.0 - rate * shrink) * Z - (rate * lr * kappa) * (psi @ _like(R, psi))
+        return Z, state
