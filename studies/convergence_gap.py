@@ -1,10 +1,11 @@
 """Finite networks against their limit: the slope of the seed-mean gap in the width
 (docs/results.md, "Muon", "Spectral-norm and orthogonal initialization", "Residual
-blocks at a fixed depth").
+blocks at a fixed depth", "Spectral updates").
 
     python studies/convergence_gap.py muon       [--seeds 8] [--quick]
     python studies/convergence_gap.py init       [--seeds 16] [--quick]
     python studies/convergence_gap.py residual   [--seeds 8] [--quick]
+    python studies/convergence_gap.py spectral   [--seeds 8] [--quick]
 
 Each row trains ``--seeds`` finite networks per width of a μP network on the N8 batches
 of docs/theory.md §9 (d = 3, d_out = 2, B = 2) and sets their seed mean beside the limit
@@ -48,6 +49,14 @@ def rows(which):
             yield (f"{init}, L = {L}, {'Muon, η = 0.05' if muon else 'SGD, η = 0.5'}", net,
                    tp.Routine(lr=0.05 if muon else 0.5, optimizer=tp.Muon() if muon else None,
                               **N8_LONG), widths)
+    elif which == "spectral":
+        base = tp.SGD(momentum=0.9, nesterov=True)
+        for name, opt in (("SN", tp.SpectralUpdate(base, "sn")),
+                          ("SVC, λ = 4", tp.SpectralUpdate(base, "svc", clip=4.0))):
+            for phi, L in (("tanh", 1), ("tanh", 2), ("tanh", 3), ("id", 2)):
+                net = tp.MLP(tp.mup(L, optimizer="muon"), 3, 2, phi=phi)
+                yield (f"{name}, {'linear' if phi == 'id' else phi}, L = {L}", net,
+                       tp.Routine(lr=0.05, optimizer=opt, **NINE_STEPS), WIDE)
     elif which == "residual":
         for phi in ("id", "tanh"):
             net = tp.MLP(tp.mup(5), 3, 2, phi=phi, residual=tp.Residual.depth_mup("sgd"))
@@ -70,7 +79,7 @@ def gap_row(net, routine, widths, seeds, particles, replicates):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("table", choices=("muon", "init", "residual"))
+    ap.add_argument("table", choices=("muon", "init", "residual", "spectral"))
     ap.add_argument("--seeds", type=int, default=None)
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()

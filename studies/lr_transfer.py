@@ -16,7 +16,7 @@ the grid.  ``optimizers``: η* at ∞ and at n = 256…4096 × 4 seeds for μP-S
 μP-Muon and the unscaled Muon update (no limit), each on a 2× grid of 8 rates around its
 own optimum.  ``spectral``: the same for the spectral condition's updates over Nesterov
 momentum (β = 0.95, Muon's default) — spectral normalization, clipping at σ_max/4, and
-msign (μP-Muon) — on one 2× grid.  ``--quick`` runs a tiny version (N = 500, two widths, 2 seeds) to check the
+msign (μP-Muon) — each on a 2× grid of 8 rates around its own optimum.  ``--quick`` runs a tiny version (N = 500, two widths, 2 seeds) to check the
 script.
 """
 import argparse
@@ -74,8 +74,8 @@ def optimizers(quick):
 def spectral(quick):
     mup = tp.mup(2, optimizer="muon")
     base = tp.SGD(momentum=0.95, nesterov=True)
-    transfer(quick, (("SN", mup, tp.SpectralUpdate(base, "sn"), 0.25),
-                     ("SVC, λ = 4", mup, tp.SpectralUpdate(base, "svc", clip=4.0), 0.25),
+    transfer(quick, (("SN", mup, tp.SpectralUpdate(base, "sn"), 2.0 ** -4),
+                     ("SVC, λ = 4", mup, tp.SpectralUpdate(base, "svc", clip=4.0), 2.0 ** -4),
                      ("msign (μP-Muon)", mup, tp.SpectralUpdate(base, "msign"), 0.25)))
 
 

@@ -176,7 +176,8 @@ THEORY_TABLES = ("| § | topic |", "| symbol | value | meaning |",
                  "| name | a | b | c | r (L ≥ 2) | r (L = 1) | regime |",
                  "| quantity | exponent of n |", "| where the error comes from | ν |",
                  "| class | condition | meaning |",
-                 "| representation | engine | a vector is | its product `W^l x` |")
+                 "| representation | engine | a vector is | its product `W^l x` |",
+                 "| `transform` | f(x), x = σ/σ_max | T(Φ) |")
 
 
 def test_measured_tables_live_in_results_with_the_script_that_regenerates_them():
