@@ -94,8 +94,13 @@ def transfer(quick, rows):
         sw = tp.lr_sweep(tp.MLP(param, net.d_in, net.d_out, phi="tanh"), r,
                          low * 2.0 ** np.arange(8), widths=widths, seeds=seeds,
                          particles=particles, replicates=4, metric="eval_loss", progress=True)
-        cells = [interval(sw.optimal_lr["inf"]) if "inf" in sw.optimal_lr
-                 else "none (unstable)"] + [interval(sw.optimal_lr[w]) for w in widths]
+        rival = {k: o.rivals for k, o in sw.optima.items() if o.rivals}
+
+        def cell(k):
+            return interval(sw.optimal_lr[k]) + (f" (rival {rival[k][0]:.3g})" if k in rival
+                                                 else "")
+        cells = [cell("inf") if "inf" in sw.optimal_lr
+                 else "none (unstable)"] + [cell(w) for w in widths]
         print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
 
 
