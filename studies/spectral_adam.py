@@ -13,6 +13,7 @@ against the width (a sequence that converges like n^(−1/2) has slope −½; on
 not converge, none).
 
     python studies/spectral_adam.py [--widths 128 256 512 1024 2048] [--seeds 8]
+                                    [--rules ns5 exact sn control]
 """
 from __future__ import annotations
 
@@ -29,10 +30,11 @@ from conftest import N8_LONG  # noqa: E402
 import tp_limits as tp  # noqa: E402
 
 RULES = {
-    "msign(Adam), Newton–Schulz 5": tp.SpectralUpdate(tp.Adam(), "msign"),
-    "msign(Adam), exact": tp.SpectralUpdate(tp.Adam(), "msign", ns_steps=None),
-    "SN(Adam)": tp.SpectralUpdate(tp.Adam(), "sn"),
-    "SN(SGD-Nesterov), control": tp.SpectralUpdate(tp.SGD(momentum=0.9, nesterov=True), "sn"),
+    "ns5": ("msign(Adam), Newton–Schulz 5", tp.SpectralUpdate(tp.Adam(), "msign")),
+    "exact": ("msign(Adam), exact", tp.SpectralUpdate(tp.Adam(), "msign", ns_steps=None)),
+    "sn": ("SN(Adam)", tp.SpectralUpdate(tp.Adam(), "sn")),
+    "control": ("SN(SGD-Nesterov), control",
+                tp.SpectralUpdate(tp.SGD(momentum=0.9, nesterov=True), "sn")),
 }
 
 
@@ -41,12 +43,13 @@ def main(argv=None):
     ap.add_argument("--widths", type=int, nargs="+", default=[128, 256, 512, 1024, 2048])
     ap.add_argument("--seeds", type=int, default=8)
     ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--rules", nargs="+", choices=tuple(RULES), default=list(RULES))
     args = ap.parse_args(argv)
     net = tp.MLP(tp.mup(2, optimizer="muon"), 3, 2, phi="tanh")
     print("| rule | width | seed-mean f (first entry) | SE | seed SD × √n | step (SE) | "
           "RMS change |")
     print("|---|---|---|---|---|---|---|")
-    for label, opt in RULES.items():
+    for label, opt in (RULES[k] for k in args.rules):
         X = np.vstack([N8_LONG["X"]] * args.steps)[: 2 * args.steps]
         Y = np.vstack([N8_LONG["Y"]] * args.steps)[: 2 * args.steps]
         r = tp.Routine(X, Y, lr=0.05, batch_size=2, eval_inputs=N8_LONG["eval_inputs"],
