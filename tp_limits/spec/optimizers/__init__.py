@@ -55,5 +55,5 @@ def names() -> str:
     return ", ".join(f"tp.{cls.__name__}(...)" for cls in OPTIMIZERS.values())
 
 
-__all__ = ["SGD", "Adam", "Muon", "SpectralUpdate", "Optimizer", "CoordinateRule", "OPTIMIZERS", "check_optimizer",
-           "default_optimizer", "hyperparameters", "names"]
+__all__ = ["SGD", "Adam", "Muon", "SpectralUpdate", "Optimizer", "CoordinateRule", "OPTIMIZERS",
+           "check_optimizer", "default_optimizer", "hyperparameters", "names"]

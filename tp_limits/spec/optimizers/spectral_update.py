@@ -76,11 +76,12 @@ class SpectralUpdate(BufferSpectral):
 
     ``base``: tp.SGD(...) (Φ the momentum buffer; a limit in every engine) or
     tp.Adam(...) (Φ Adam's update; finite networks, and the limit with one hidden
-    layer), without weight decay of its own; ``transform``: 'msign' (U Vᵀ; ``ns_steps`` Newton–Schulz iterations or None
-    for the exact polar factor), 'sn' (Φ/‖Φ‖₂) or 'svc' (U min(λ Σ/σ_max, 1) Vᵀ with
-    λ = ``clip`` ≥ 1); ``weight_decay`` λ: decoupled, W ← (1 − η_l λ) W per step;
-    ``vector_layers``: 'spectral' (the transform on every layer) or 'adam' (Adam with
-    ``adam_betas`` and ``adam_eps`` on the input layer and the readout).
+    layer), without weight decay of its own; ``transform``: 'msign' (U Vᵀ; ``ns_steps``
+    Newton–Schulz iterations or None for the exact polar factor), 'sn' (Φ/‖Φ‖₂) or 'svc'
+    (U min(λ Σ/σ_max, 1) Vᵀ with λ = ``clip`` ≥ 1); ``weight_decay`` λ: decoupled,
+    W ← (1 − η_l λ) W per step; ``vector_layers``: 'spectral' (the transform on every
+    layer) or 'adam' (Adam with ``adam_betas`` and ``adam_eps`` on the input layer and
+    the readout).
     """
 
     base: Optimizer = field(default=SGD(momentum=0.95, nesterov=True),
