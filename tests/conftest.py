@@ -85,6 +85,34 @@ def differ(a, b, times, rows=slice(1, None)):
     return float(np.max(np.abs(a.f_eval[rows] - b.f_eval[rows]) / se)) > times
 
 
+def against_reference(net, mine, ref, n: int, seed: int = 4) -> None:
+    """Train the same width-n network side by side under the optimizer ``mine`` and a
+    reference implementation ``ref`` (six steps of batch 2, the N8_LONG batches twice,
+    under a warm-up cosine schedule) and assert that every layer moved and that the two
+    agree to 1e-10 relative."""
+    import tp_limits as tp
+    from tp_limits.engine.backend import numpy_backend
+    from tp_limits.finite.network import FiniteNetwork
+    from tp_limits.spec import Problem
+    X, Y = np.vstack([N8_LONG["X"]] * 2), np.vstack([N8_LONG["Y"]] * 2)
+    r = tp.Routine(X, Y, lr=tp.schedules.warmup_cosine(0.05, 6, warmup=2), batch_size=2,
+                   optimizer=mine)
+    P = Problem(net, r)
+
+    def network(opt):
+        return FiniteNetwork(net, n, r.lr, seed, numpy_backend(), np.float64, optimizer=opt)
+    nets = [network(mine), network(ref)]
+    for t in range(P.T):
+        Xb, Yb = P.batch(t)
+        for nw in nets:
+            hs, xs, f = nw.forward(Xb, t)
+            nw.step(hs, xs, P.loss.grad(f, Yb, np) / 2, r.rates[t])
+    for Wa, Wb, W0 in zip(nets[0].W, nets[1].W, network(mine).W):
+        moved = np.abs(Wb - W0).max()
+        assert moved > 0
+        assert np.abs(Wa - Wb).max() <= 1e-10 * max(moved, np.abs(Wb).max())
+
+
 def exact_against_monte_carlo(net, routine, particles=2 ** 13, replicates=8, seed=3):
     """(exact, Monte Carlo, t quantile) for a linear network, after asserting that the
     exact engine ran and that the Monte Carlo limit (plain draws) is within the t bound of

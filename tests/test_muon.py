@@ -3,7 +3,8 @@ the dense iteration, finite networks against a dense implementation written here
 classifier's exponents against coordinate checks, and the refusals."""
 import numpy as np
 import pytest
-from conftest import D1, N8_LONG, exact_against_monte_carlo, t_quantile, welch_dof
+from conftest import (D1, N8_LONG, against_reference, exact_against_monte_carlo, t_quantile,
+                      welch_dof)
 
 import tp_limits as tp
 from tp_limits.engine.backend import numpy_backend
@@ -87,24 +88,7 @@ def test_finite_update_equals_the_dense_iteration(opt, n):
     with a schedule: the low-rank update against the dense reference, to 1e-10 relative."""
     kind = "muon_adam" if opt.get("vector_layers") == "adam" else "muon"
     net = tp.MLP(tp.mup(3, optimizer=kind), 3, 2, phi="tanh")
-    X = np.vstack([N8_LONG["X"]] * 2)
-    Y = np.vstack([N8_LONG["Y"]] * 2)
-    mine, ref = tp.Muon(**opt), DenseMuon(**opt)
-    r = tp.Routine(X, Y, lr=tp.schedules.warmup_cosine(0.05, 6, warmup=2), batch_size=2,
-                   optimizer=mine)
-    P = Problem(net, r)
-    nets = [FiniteNetwork(net, n, r.lr, 4, numpy_backend(), np.float64, optimizer=o)
-            for o in (mine, ref)]
-    for t in range(P.T):
-        Xb, Yb = P.batch(t)
-        for nw in nets:
-            hs, xs, f = nw.forward(Xb, t)
-            nw.step(hs, xs, P.loss.grad(f, Yb, np) / 2, r.rates[t])
-    for Wa, Wb, W0 in zip(nets[0].W, nets[1].W, FiniteNetwork(
-            net, n, r.lr, 4, numpy_backend(), np.float64, optimizer=mine).W):
-        moved = np.abs(Wb - W0).max()
-        assert moved > 0
-        assert np.abs(Wa - Wb).max() <= 1e-10 * max(moved, np.abs(Wb).max())
+    against_reference(net, tp.Muon(**opt), DenseMuon(**opt), n)
 
 
 def test_the_update_has_spectral_norm_eta_times_the_fan_ratio():

@@ -5,7 +5,8 @@ against each other and against finite networks, the exponents against coordinate
 and the refusals."""
 import numpy as np
 import pytest
-from conftest import D1, N8_LONG, exact_against_monte_carlo, t_quantile, welch_dof
+from conftest import (D1, N8_LONG, against_reference, exact_against_monte_carlo, t_quantile,
+                      welch_dof)
 
 import tp_limits as tp
 from tp_limits.engine.backend import numpy_backend
@@ -133,24 +134,7 @@ def test_finite_update_equals_the_dense_svd_update(name, n):
     kw = SETTINGS[name]
     kind = "muon_adam" if kw.get("vector_layers") == "adam" else "muon"
     net = tp.MLP(tp.mup(3, optimizer=kind), 3, 2, phi="tanh")
-    X = np.vstack([N8_LONG["X"]] * 2)
-    Y = np.vstack([N8_LONG["Y"]] * 2)
-    mine, ref = tp.SpectralUpdate(**kw), DenseSpectral(**kw)
-    r = tp.Routine(X, Y, lr=tp.schedules.warmup_cosine(0.05, 6, warmup=2), batch_size=2,
-                   optimizer=mine)
-    P = Problem(net, r)
-    nets = [FiniteNetwork(net, n, r.lr, 4, numpy_backend(), np.float64, optimizer=o)
-            for o in (mine, ref)]
-    for t in range(P.T):
-        Xb, Yb = P.batch(t)
-        for nw in nets:
-            hs, xs, f = nw.forward(Xb, t)
-            nw.step(hs, xs, P.loss.grad(f, Yb, np) / 2, r.rates[t])
-    W0 = FiniteNetwork(net, n, r.lr, 4, numpy_backend(), np.float64, optimizer=mine).W
-    for Wa, Wb, w0 in zip(nets[0].W, nets[1].W, W0):
-        moved = np.abs(Wb - w0).max()
-        assert moved > 0
-        assert np.abs(Wa - Wb).max() <= 1e-10 * max(moved, np.abs(Wb).max())
+    against_reference(net, tp.SpectralUpdate(**kw), DenseSpectral(**kw), n)
 
 
 def test_one_step_has_the_spectral_norm_the_condition_asks():
@@ -388,8 +372,10 @@ def test_experiment_files_build_every_spectral_update():
     assert hybrid.routine.optimizer == tp.SpectralUpdate(
         tp.SGD(momentum=0.9, nesterov=True), "msign", ns_steps=None, vector_layers="adam",
         adam_eps=1e-6)
-    assert build(_file(spectral_transform=None, spectral_clip=None, momentum=None,
-                       nesterov=None)).routine.optimizer == tp.Muon()
+    plain = dict(spectral_transform=None, spectral_clip=None, momentum=None, nesterov=None)
+    assert build(_file(**plain)).routine.optimizer == tp.Muon()
+    assert build(_file({"optimizer": "muon_adam"}, **plain)).routine.optimizer == \
+        tp.Muon(vector_layers="adam")
 
 
 @pytest.mark.parametrize("routine, parametrization, match", [

@@ -116,23 +116,32 @@ def _optimizer(kind: str, r: dict):
     if extra:
         raise ExperimentError(f"routine.{extra} needs routine.spectral_transform (\"sn\", "
                               "\"svc\" or \"msign\"): it configures a spectral update")
-    cls = type(default_optimizer(kind))
-    return cls(**_hyperparameters(cls, kind, r))
+    default = default_optimizer(kind)
+    cls = type(default)
+    found = _foreign(r, {key for _, key, *_ in hyperparameters(cls)})
+    if found:
+        other, key = found
+        raise ExperimentError(
+            f"routine.{key} is a hyperparameter of {other.name}, not of {cls.name} "
+            f"(parametrization.optimizer = {kind!r}): leave it out, or set "
+            f"parametrization.optimizer = {other.exponents!r}")
+    return dataclasses.replace(default, **_arguments(cls, r))
 
 
-def _hyperparameters(cls, kind: str, r: dict, also=()) -> dict:
-    """``cls``'s arguments from their [routine] keys (lists as tuples); a key of another
-    optimizer, other than those in ``also``, is refused."""
-    mine = {key: name for name, key, *_ in hyperparameters(cls)}
-    for other in OPTIMIZERS.values():
-        for _, key, *_ in hyperparameters(other):
-            if key not in mine and key not in also and r[key] is not None:
-                raise ExperimentError(
-                    f"routine.{key} is a hyperparameter of {other.name}, not of {cls.name} "
-                    f"(parametrization.optimizer = {kind!r}): leave it out, or set "
-                    f"parametrization.optimizer = {other.exponents!r}")
+def _foreign(r: dict, allowed) -> tuple | None:
+    """(optimizer class, key) of the first hyperparameter key of a registered optimizer that
+    ``r`` gives and ``allowed`` does not hold, or None."""
+    return next(((other, key) for other in OPTIMIZERS.values()
+                 for _, key, *_ in hyperparameters(other)
+                 if key not in allowed and r[key] is not None), None)
+
+
+def _arguments(cls, r: dict, keys=None) -> dict:
+    """``cls``'s declared hyperparameters that ``r`` gives (lists as tuples), by argument
+    name; only those whose key is in ``keys`` when it is given."""
     return {name: (tuple(r[key]) if isinstance(r[key], list) else r[key])
-            for key, name in mine.items() if r[key] is not None}
+            for name, key, *_ in hyperparameters(cls)
+            if r[key] is not None and (keys is None or key in keys)}
 
 
 #: SpectralUpdate's arguments that are not hyperparameters of a registered optimizer, by
@@ -152,29 +161,22 @@ def _spectral_optimizer(kind: str, r: dict):
             "update rule: set parametrization.optimizer = \"muon\" (or \"muon_adam\"), "
             f"not {kind!r}")
     base_cls = OPTIMIZERS[r["spectral_base"] or "sgd"]
-    own = {"ns_steps", "weight_decay"}
     adam_vectors = kind == "muon_adam"
     base_keys = {key for _, key, *_ in hyperparameters(base_cls)} - {"weight_decay"}
-    vector_keys = {"adam_betas", "adam_eps"} if adam_vectors else set()
-    allowed = base_keys | own | vector_keys
-    for other in OPTIMIZERS.values():
-        for _, key, *_ in hyperparameters(other):
-            if key not in allowed and r[key] is not None:
-                raise ExperimentError(
-                    f"routine.{key} does not apply to a spectral update over "
-                    f"{base_cls.name}: its keys are routine.spectral_*, "
-                    + ", ".join(f"routine.{k}" for k in sorted(allowed)))
-    base = base_cls(**{name: (tuple(r[key]) if isinstance(r[key], list) else r[key])
-                       for name, key, *_ in hyperparameters(base_cls)
-                       if key in base_keys and r[key] is not None})
-    kw = {name: r[key] for name, key in (("ns_steps", "ns_steps"),
-                                         ("weight_decay", "weight_decay")) if r[key] is not None}
+    own_keys = {"ns_steps", "weight_decay"} | ({"adam_betas", "adam_eps"} if adam_vectors
+                                               else set())
+    allowed = base_keys | own_keys
+    found = _foreign(r, allowed)
+    if found:
+        raise ExperimentError(
+            f"routine.{found[1]} does not apply to a spectral update over {base_cls.name}: "
+            "its keys are routine.spectral_*, "
+            + ", ".join(f"routine.{k}" for k in sorted(allowed)))
+    kw = _arguments(SpectralUpdate, r, own_keys)
     if adam_vectors:
         kw["vector_layers"] = "adam"
-        kw.update({name: (tuple(r[key]) if isinstance(r[key], list) else r[key])
-                   for name, key in (("adam_betas", "adam_betas"), ("adam_eps", "adam_eps"))
-                   if r[key] is not None})
-    return SpectralUpdate(base, r["spectral_transform"], clip=r["spectral_clip"], **kw)
+    return SpectralUpdate(base_cls(**_arguments(base_cls, r, base_keys)),
+                          r["spectral_transform"], clip=r["spectral_clip"], **kw)
 
 
 def _rates(r: dict, X, steps) -> float | np.ndarray:

@@ -320,15 +320,9 @@ class BufferUpdate:
     def finite_step(self, W, state, G, X, const, l, t, backend, rate=1.0):
         """W ← (1 − s δ_l) W − s η_l n^{−(a_l + c_l)} κ_l T(D)."""
         opt = self.opt
-        layers = len(const.lr)
         (hist,) = state
         hist.push(G, X, opt.momentum)
-        U = opt.direction_matrix(hist, const, l, backend.xp)
-        shrink = opt.shrinks(const.decay)[l] * rate
-        if shrink:
-            W *= 1.0 - shrink
-        step = rate * const.adam_lr[l] * const.w_scale[l] * shape_factor(l, layers, W.shape)
-        W -= step * U
+        spectral_step(W, opt.direction_matrix(hist, const, l, backend.xp), opt, const, l, rate)
 
     def finite_state_bytes(self, shape, l, layers, B, T, itemsize):
         k = self.opt.finite_state_rows(B, T)
@@ -349,12 +343,28 @@ class BufferUpdate:
         g = alpha * (left @ right)
         m = opt.momentum * m + g
         D = g + opt.momentum * m if opt.nesterov else m
-        S = _host(D.T @ D) / len(D) if moments is None else moments(D, D)
-        R = opt.spectral.rows(S)
-        k = Z.shape[1]
-        kappa = k ** -0.5 if layer == "input" else k ** 0.5
-        Z = (1.0 - rate * shrink) * Z - (rate * lr * kappa) * (D @ _like(R, D))
-        return Z, (m,)
+        return move_rows(Z, D, opt.spectral, lr, shrink, rate, layer, moments), (m,)
+
+
+def spectral_step(W, U, opt, const, l: int, rate: float) -> None:
+    """W ← (1 − s δ_l) W − s η_l n^{−(a_l + c_l)} κ_l U in place, U a transformed direction
+    of spectral norm one (the buffer's, or Adam's dense one in spectral_update.py)."""
+    shrink = opt.shrinks(const.decay)[l] * rate
+    if shrink:
+        W *= 1.0 - shrink
+    step = rate * const.adam_lr[l] * const.w_scale[l] * shape_factor(l, len(const.lr), W.shape)
+    W -= step * U
+
+
+def move_rows(Z, D, spectral, lr, shrink, rate, layer: str, moments=None):
+    """Z ← (1 − s δ) Z − s lr κ D R for particle rows Z and their directions D (N, k): R the
+    transform's rows of S = E[D Dᵀ] (``moments(D, D)``, default the mean over the rows),
+    κ = k^{−1/2} for the input layer and k^{1/2} for the readout (§11.4, §11.7)."""
+    S = _host(D.T @ D) / len(D) if moments is None else moments(D, D)
+    R = spectral.rows(S)
+    k = Z.shape[1]
+    kappa = k ** -0.5 if layer == "input" else k ** 0.5
+    return (1.0 - rate * shrink) * Z - (rate * lr * kappa) * (D @ _like(R, D))
 
 
 def _norm_scale(const, l: int, n_out: int, n_in: int) -> float:

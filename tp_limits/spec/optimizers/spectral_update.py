@@ -26,12 +26,11 @@ from dataclasses import dataclass, field
 
 from ...errors import SpecError
 from ..checks import check_choice, finite_non_negative
-from ..initializations import shape_factor
 from .adam import Adam, _betas
 from .base import Optimizer, _fmt, decay_field, hyperparameter
-from .muon import BufferSpectral, BufferUpdate, _ns_steps
+from .muon import BufferSpectral, BufferUpdate, _ns_steps, move_rows, spectral_step
 from .sgd import SGD
-from .transforms import TRANSFORMS, _host, _like, transform_of
+from .transforms import TRANSFORMS, transform_of
 
 #: SpectralUpdate's vector_layers: the transform on every layer, or Adam on the input
 #: layer and the readout
@@ -206,17 +205,12 @@ class DenseUpdate:
 
     def finite_step(self, W, state, G, X, const, l, t, backend, rate=1.0):
         opt, xp = self.opt, backend.xp
-        layers = len(const.lr)
         g_w = backend.matmul(G.T, X)
         g_w *= const.w_scale[l]                                 # gradient in w-units
         psi = opt.base.direction(state, g_w, t, xp, opt.base.eps * const.eps_scale[l])
         sides = (W.shape[0] == const.width) + (W.shape[1] == const.width)
         U = opt.spectral.full(psi, const.width ** (-sides / 2), xp)    # ψ̃: Θ(1) Frobenius
-        shrink = opt.shrinks(const.decay)[l] * rate
-        if shrink:
-            W *= 1.0 - shrink
-        step = rate * const.adam_lr[l] * const.w_scale[l] * shape_factor(l, layers, W.shape)
-        W -= step * U
+        spectral_step(W, U, opt, const, l, rate)
 
     def finite_state_bytes(self, shape, l, layers, B, T, itemsize):
         """Adam's two moments, ψ, the SVD's two factors and the transform's result."""
@@ -234,9 +228,4 @@ class DenseUpdate:
         base = self.opt.base
         scale, h = base.coordinate(-1.0, alpha, 0.0, t)
         psi, state = base.rule.apply(Z * 0.0, scale * (left @ right), state, h)
-        S = _host(psi.T @ psi) / len(psi) if moments is None else moments(psi, psi)
-        R = self.opt.spectral.rows(S)
-        k = Z.shape[1]
-        kappa = k ** -0.5 if layer == "input" else k ** 0.5
-        Z = (1.0 - rate * shrink) * Z - (rate * lr * kappa) * (psi @ _like(R, psi))
-        return Z, state
+        return move_rows(Z, psi, self.opt.spectral, lr, shrink, rate, layer, moments), state

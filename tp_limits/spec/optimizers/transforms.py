@@ -113,12 +113,17 @@ def newton_schulz_dense(D, steps: int, scale: float = 1.0, xp=np):
     return X.T if wide else X
 
 
-def polar_dense(D, rtol: float = POLAR_RTOL, xp=np):
+def polar_dense(D, rtol: float = POLAR_RTOL):
     """U Vᵀ of a dense D through its smaller side's Gram: D (DᵀD)^{+1/2} for a tall D."""
+    return through_small_gram(D, lambda S: _sqrt_and_pinv_sqrt(S, rtol ** 2)[1])
+
+
+def through_small_gram(D, rows):
+    """D rows(DᵀD) for a tall D (the transpose for a wide one): a matrix function of a dense
+    D with one small side, from that side's Gram on the host (``rows``: S ↦ h(S))."""
     wide = D.shape[0] < D.shape[1]
     X = D.T if wide else D
-    _, inv = _sqrt_and_pinv_sqrt(_host(X.T @ X), rtol ** 2)
-    out = X @ xp.asarray(inv)
+    out = X @ _like(rows(_host(X.T @ X)), X)
     return out.T if wide else out
 
 
@@ -175,7 +180,7 @@ class Msign:
 
     def dense(self, D, scale: float = 1.0, xp=np):
         if self.ns_steps is None:
-            return polar_dense(D, xp=xp)
+            return polar_dense(D)
         return newton_schulz_dense(D, self.ns_steps, scale, xp)
 
     def rows(self, S):
@@ -219,10 +224,7 @@ class Clip:
 
     def dense(self, D, scale: float = 1.0, xp=np):
         """D R(DᵀD) for a tall D (the transpose for a wide one): the smaller side's Gram."""
-        wide = D.shape[0] < D.shape[1]
-        X = D.T if wide else D
-        out = X @ _like(self.rows(_host(X.T @ X)), X)
-        return out.T if wide else out
+        return through_small_gram(D, self.rows)
 
     def core(self, C, GP, GQ, scale: float = 1.0, xp=np):
         """K with Pᵀ K Q = T(Pᵀ C Q): S = G_P^{1/2} C G_Q^{1/2} = U Σ Vᵀ has Φ's singular
