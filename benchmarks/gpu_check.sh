@@ -18,7 +18,9 @@
 # BENCH_S (seconds); XDIST: pytest-xdist workers for the tests (0: none; the machine's
 # cores compile Numba and the CPU side of each comparison in parallel); HORIZON: the T
 # values of the horizon table (float64), HORIZON32 those of float32 storage (empty:
-# none); BENCH_ARGS replaces the benchmark's arguments.
+# none); BENCH_ARGS replaces the benchmark's arguments.  SPECTRAL_ADAM=1 adds the
+# Adam-direction study of docs/results.md (studies/spectral_adam.py on CuPy; widths
+# SPECTRAL_WIDTHS, seeds SPECTRAL_SEEDS, limit SPECTRAL_ADAM_S) after the benchmark.
 #
 #     bash benchmarks/gpu_check.sh
 set -u
@@ -49,4 +51,10 @@ cd benchmarks || exit 1
 if [ -n "${HORIZON32:-}" ]; then
     timeout "${BENCH32_S:-120}" python3 bench_gpu.py --deep-Ns "" --one-N 0 \
         --horizon "$HORIZON32" --horizon-dtypes float32 2>&1 | tee "$OUT/bench32.log"
+fi
+if [ -n "${SPECTRAL_ADAM:-}" ]; then
+    # the Adam-direction rules of docs/results.md at the widths two cores cannot reach
+    (cd .. && timeout "${SPECTRAL_ADAM_S:-240}" python3 studies/spectral_adam.py --backend cupy \
+        --widths ${SPECTRAL_WIDTHS:-2048 4096 8192} --seeds "${SPECTRAL_SEEDS:-16}" \
+        --rules ns5 sn control) 2>&1 | tee "$OUT/spectral_adam.log"
 fi

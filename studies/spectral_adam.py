@@ -13,7 +13,11 @@ against the width (a sequence that converges like n^(−1/2) has slope −½; on
 not converge, none).
 
     python studies/spectral_adam.py [--widths 128 256 512 1024 2048] [--seeds 8]
-                                    [--rules ns5 exact sn control]
+                                    [--rules ns5 exact sn control] [--backend cupy]
+
+Widths to 8192 need an n × n SVD or Newton–Schulz iterations per hidden matrix and step:
+hours on two cores, minutes on a GPU (``--backend cupy``; ``SPECTRAL_ADAM=1`` in
+benchmarks/gpu_check.sh runs it there).
 """
 from __future__ import annotations
 
@@ -44,6 +48,7 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=8)
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--rules", nargs="+", choices=tuple(RULES), default=list(RULES))
+    ap.add_argument("--backend", choices=("numpy", "cupy"), default="numpy")
     args = ap.parse_args(argv)
     net = tp.MLP(tp.mup(2, optimizer="muon"), 3, 2, phi="tanh")
     print("| rule | width | seed-mean f (first entry) | SE | seed SD × √n | step (SE) | "
@@ -57,7 +62,8 @@ def main(argv=None):
         prev, changes = None, []
         t0 = time.perf_counter()
         for n in args.widths:
-            F = np.array([tp.train_finite(net, r, n, seed=s, record=()).f_eval[-1]
+            F = np.array([tp.train_finite(net, r, n, seed=s, record=(),
+                                          backend=args.backend).f_eval[-1]
                           for s in range(args.seeds)])
             mean, se = F.mean(0), F.std(0, ddof=1) / np.sqrt(args.seeds)
             step = change = ""
