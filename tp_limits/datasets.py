@@ -3,6 +3,12 @@
 * :func:`digits` — scikit-learn's bundled 8 × 8 handwritten digits (1797
   images, 10 classes), through the optional extra ``data``
   (``pip install -e ".[data]"``).
+* :func:`digits_fewshot` — few-shot pools over the digits under the 8 symmetries of the
+  square (80 classes), for first-order MAML (tasks/maml.py).
+* :func:`wiki_excerpt`, :func:`analogy_questions` — the Wikipedia excerpt (about 0.6 M
+  words) and the 19,544 word-analogy questions that gensim ships as test data, through the
+  optional extra ``text`` (``pip install -e ".[text]"``; gensim is not imported, only its
+  data files are read).
 
 Inputs are standardized with the training split's per-pixel mean and
 standard deviation and divided by √d, so an input has norm about 1: the
@@ -62,10 +68,73 @@ class DataSet:
                        eval_inputs=self.X_test[:n_eval], eval_targets=Ye, optimizer=optimizer)
 
 
+#: gensim's test-data files this module reads
+WIKI_EXCERPT = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+ANALOGIES = "questions-words.txt"
+
+
+def gensim_test_file(name: str):
+    """The path of one of gensim's bundled test-data files, found without importing gensim
+    (its package folder is located by importlib)."""
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.find_spec("gensim")
+    if spec is None or not spec.submodule_search_locations:
+        raise BackendUnavailableError(
+            f"the file {name!r} ships with gensim's test data: pip install -e \".[text]\" "
+            "(or pip install gensim; gensim itself is not imported)")
+    path = Path(list(spec.submodule_search_locations)[0]) / "test" / "test_data" / name
+    if not path.is_file():
+        raise BackendUnavailableError(f"this gensim installation has no {path}")
+    return path
+
+
+def wiki_excerpt() -> list:
+    """The tokens (lower-case words a–z) of the articles of gensim's Wikipedia excerpt,
+    markup removed (tasks/corpus.py)."""
+    from .tasks.corpus import wiki_tokens
+    return wiki_tokens(gensim_test_file(WIKI_EXCERPT))
+
+
+def analogy_questions():
+    """The word-analogy questions ("a is to b as c is to d", 14 sections) that gensim ships,
+    as :class:`~tp_limits.tasks.analogy.Questions`."""
+    from .tasks.analogy import Questions
+    return Questions.load(gensim_test_file(ANALOGIES))
+
+
 def _readonly(a: np.ndarray) -> np.ndarray:
     a = np.ascontiguousarray(a)
     a.setflags(write=False)
     return a
+
+
+def _load_digits():
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        raise BackendUnavailableError(
+            "tp.datasets.digits needs scikit-learn, which ships the data: "
+            "pip install -e \".[data]\" (or pip install scikit-learn)") from None
+    return load_digits()
+
+
+def digit_transforms(views: int = 8) -> tuple:
+    """scikit-learn's 1797 digit images (8 × 8, raw pixel values 0..16) under the first
+    ``views`` of the 8 symmetries of the square (identity, the three rotations by 90°, then
+    those four after a transpose): (images (views·1797, 8, 8), digit labels, view labels).
+    Each (digit, view) pair is a class of its own, as rotated characters are in few-shot
+    benchmarks."""
+    views = check_int(views, "views", 1, 8)
+    raw = _load_digits()
+    imgs = raw.images.astype(np.float64)
+    out, digit, view = [], [], []
+    for v in range(views):
+        base = imgs if v < 4 else np.transpose(imgs, (0, 2, 1))
+        out.append(np.rot90(base, k=v % 4, axes=(1, 2)))
+        digit.append(raw.target)
+        view.append(np.full(len(imgs), v))
+    return np.concatenate(out), np.concatenate(digit).astype(np.int64), np.concatenate(view)
 
 
 def digits(classes: int = 10, test_fraction: float = 0.2, n_train: int | None = None,
@@ -75,17 +144,11 @@ def digits(classes: int = 10, test_fraction: float = 0.2, n_train: int | None = 
     ``test_fraction`` of the images (a fixed permutation of ``seed``) form the
     test split; ``n_train`` keeps only the first that many training images.
     """
-    try:
-        from sklearn.datasets import load_digits
-    except ImportError:
-        raise BackendUnavailableError(
-            "tp.datasets.digits needs scikit-learn, which ships the data: "
-            "pip install -e \".[data]\" (or pip install scikit-learn)") from None
     classes = check_int(classes, "classes", 2, 10)
     seed = check_seed(seed)
     if not (isinstance(test_fraction, (int, float)) and 0 < test_fraction < 1):
         raise SpecError(f"test_fraction = {test_fraction!r} must lie strictly between 0 and 1")
-    raw = load_digits()
+    raw = _load_digits()
     keep = raw.target < classes
     X, y = raw.data[keep].astype(np.float64), raw.target[keep].astype(np.int64)
     order = np.random.default_rng(seed).permutation(len(X))
@@ -103,3 +166,25 @@ def digits(classes: int = 10, test_fraction: float = 0.2, n_train: int | None = 
     Z = (X - mean) / std / scale
     return DataSet("digits", _readonly(Z[train]), _readonly(y[train]), _readonly(Z[test]),
                    _readonly(y[test]), classes)
+
+
+def digits_fewshot(train_digits=(0, 1, 2, 3, 4), views: int = 8, ways: int = 5,
+                   shots: int = 1, queries: int = 15, bias: float = 1.0) -> tuple:
+    """(meta-train, meta-test) FewShot pools over scikit-learn's digits: every image under
+    ``views`` symmetries of the square, each (digit, view) a class (:func:`digit_transforms`),
+    pixels standardized over the pool and divided by √64 (as :func:`digits` does);
+    the classes of ``train_digits`` for meta-training, those of the other digits for
+    meta-testing."""
+    from .tasks.maml import FewShot
+    imgs, digit, view = digit_transforms(views)
+    X = imgs.reshape(len(imgs), -1)
+    std = X.std(axis=0)
+    X = (X - X.mean(axis=0)) / np.where(std > 0, std, 1.0) / np.sqrt(X.shape[1])
+    label = digit * views + view
+    train_digits = sorted({int(d) for d in train_digits})
+    if not train_digits or not set(train_digits) < set(range(10)):
+        raise SpecError(f"train_digits = {train_digits} must be a proper subset of 0..9")
+    train = tuple(d * views + v for d in train_digits for v in range(views))
+    test = tuple(d * views + v for d in range(10) if d not in train_digits for v in range(views))
+    return (FewShot.of(X, label, train, ways, shots, queries, bias),
+            FewShot.of(X, label, test, ways, shots, queries, bias))

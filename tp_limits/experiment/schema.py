@@ -166,7 +166,7 @@ SCHEMA: dict = {
                                               "fraction of the peak (default 0)"),
         "decay_every": Key("int", None, "step_decay: steps between decays"),
         "decay_factor": Key("number", None, "step_decay: factor of each decay (default 0.1)"),
-        "loss": Key("str", "mse", "'mse' or 'xent'", choices=tuple(sorted(LOSSES))),
+        "loss": Key("str", "mse", "'mse', 'xent' or 'sgns'", choices=tuple(sorted(LOSSES))),
         "batch_size": Key("int", 1, "examples per SGD step"),
         "steps": Key("int", None, "SGD steps (generators: default 16; arrays: len(X) / batch)"),
         **optimizer_keys(),

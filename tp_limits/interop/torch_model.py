@@ -104,6 +104,9 @@ def _activation(torch, phi: str):
 def _loss(torch, name: str):
     if name == "mse":
         return lambda f, y: 0.5 * ((f - y) ** 2).sum(dim=1).mean()
+    if name == "sgns":
+        return lambda f, y: (y.abs() * torch.nn.functional.softplus(f)
+                             - y.clamp(min=0) * f).sum(dim=1).mean()
     return lambda f, y: torch.nn.functional.cross_entropy(f, y)
 
 
