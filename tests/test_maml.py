@@ -73,7 +73,7 @@ def test_outer_step_is_the_first_order_gradient(pools):
     A, C = adapt(E_in, E_out, tasks.Xs, tasks.ys, *inner, alpha)
 
     def loss(A, C):
-        return _xent(query_outputs(A, C, tasks.Xq, alpha), tasks.yq).mean()
+        return _xent(query_outputs(A, C, tasks.Xq, alpha), tasks.yq)[0].mean()
     h = 1e-6
     gA = np.zeros((d, m))
     for i in range(d):

@@ -238,3 +238,21 @@ def test_torch_loss_matches():
     loss = get_loss("sgns")
     assert float(value) == pytest.approx(loss.value(f, y, np).mean(), rel=1e-13)
     assert np.allclose(ft.grad.numpy(), loss.grad(f, y, np) / 5, atol=1e-14)
+
+
+@pytest.mark.parametrize("width", [16, math.inf])
+def test_kernel_equals_its_numpy_twin(small, width):
+    from tp_limits.tasks.pair import initial, rates
+    from tp_limits.tasks.word2vec import cbow_step, cbow_step_numpy
+    vocab, stream = small
+    net = cbow_network(tp.mup(1), len(vocab))
+    E_in, E_out, _ = initial(net, width, seed=2)
+    lr_in, lr_out, alpha = rates(net, width, 0.5)
+    twin = E_in.copy(), E_out.copy()
+    for t, batch in enumerate(stream.batches()):
+        a = cbow_step(E_in, E_out, batch, lr_in, lr_out, alpha, t)
+        b = cbow_step_numpy(*twin, batch, lr_in, lr_out, alpha, t)
+        assert a == pytest.approx(b, rel=1e-13)
+    assert np.abs(E_in - twin[0]).max() <= 1e-13 * np.abs(twin[0]).max()
+    assert np.abs(E_out - twin[1]).max() <= 1e-13 * np.abs(twin[1]).max()
+    assert np.abs(E_out).max() > 0.1                      # the outputs moved

@@ -23,6 +23,7 @@ from ..engine.progress import progress_bar
 from ..engine.status import RunStatus
 from ..engine.steps import StepLoop, check_size
 from ..errors import SpecError
+from ..losses import get_loss
 from ..spec.checks import check_choice, check_int, finite_positive
 from ..spec.mlp import MLP
 from .pair import LIMITS, check_network, initial, rates, width_label, zero_readout_network
@@ -117,18 +118,15 @@ class MAML:
         check_int(self.seed, "seed", 0)
 
 
-def _softmax_grad(f: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    z = np.exp(f - f.max(axis=-1, keepdims=True))
-    p = z / z.sum(axis=-1, keepdims=True)
-    np.put_along_axis(p, labels[..., None], np.take_along_axis(p, labels[..., None], -1) - 1,
-                      -1)
-    return p
+_XENT = get_loss("xent")
 
 
-def _xent(f: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    mx = f.max(axis=-1, keepdims=True)
-    lse = (mx + np.log(np.exp(f - mx).sum(axis=-1, keepdims=True)))[..., 0]
-    return lse - np.take_along_axis(f, labels[..., None], -1)[..., 0]
+def _xent(f: np.ndarray, labels: np.ndarray) -> tuple:
+    """Cross-entropy of outputs f (… × N) at integer labels (…): its values (…) and its
+    gradient ∇_f (… × N), by losses.py's ``xent`` on the flattened examples."""
+    N = f.shape[-1]
+    F, Y = f.reshape(-1, N), np.eye(N)[labels.reshape(-1)]
+    return _XENT.value(F, Y, np).reshape(labels.shape), _XENT.grad(F, Y, np).reshape(f.shape)
 
 
 def adapt(E_in, E_out, X, labels, lr_in, lr_out, alpha):
@@ -136,7 +134,7 @@ def adapt(E_in, E_out, X, labels, lr_in, lr_out, alpha):
     the adapted pairs (tasks × d × m, tasks × N × m)."""
     H = X @ E_in                                               # tasks × B × m
     f = alpha * H @ E_out.T if E_out.ndim == 2 else alpha * np.einsum("tbm,tnm->tbn", H, E_out)
-    chi = _softmax_grad(f, labels) / X.shape[1]
+    chi = _xent(f, labels)[1] / X.shape[1]
     back = chi @ E_out if E_out.ndim == 2 else np.einsum("tbn,tnm->tbm", chi, E_out)
     E_in2 = E_in - (lr_in * alpha) * np.einsum("tbd,tbm->tdm", X, back)
     E_out2 = E_out - (lr_out * alpha) * np.einsum("tbn,tbm->tnm", chi, H)
@@ -156,8 +154,9 @@ def meta_step(E_in, E_out, tasks: Tasks, inner: tuple, outer: tuple, alpha: floa
     check_size(HQ, step, 1, "adapted pre-activation", bound)
     f = alpha * np.einsum("tbm,tnm->tbn", HQ, C)
     check_size(f, step, None, "adapted output", bound)
-    loss = float(_xent(f, tasks.yq).mean())
-    chi = _softmax_grad(f, tasks.yq) / (tasks.Xq.shape[1] * len(tasks))   # mean over tasks
+    value, grad = _xent(f, tasks.yq)
+    loss = float(value.mean())
+    chi = grad / (tasks.Xq.shape[1] * len(tasks))              # the mean over tasks too
     g_out = np.einsum("tbn,tbm->nm", chi, HQ)
     g_in = np.einsum("tbd,tbm->dm", tasks.Xq, np.einsum("tbn,tnm->tbm", chi, C))
     E_out -= (outer[1] * alpha) * g_out
@@ -170,7 +169,7 @@ def meta_test(E_in, E_out, tasks: Tasks, inner: tuple, alpha: float) -> tuple:
     from (E_in, E_out)."""
     A, C = adapt(E_in, E_out, tasks.Xs, tasks.ys, *inner, alpha)
     f = query_outputs(A, C, tasks.Xq, alpha)
-    return (np.argmax(f, axis=-1) == tasks.yq).mean(axis=1), _xent(f, tasks.yq).mean(axis=1)
+    return (np.argmax(f, axis=-1) == tasks.yq).mean(axis=1), _xent(f, tasks.yq)[0].mean(axis=1)
 
 
 @dataclass(frozen=True)

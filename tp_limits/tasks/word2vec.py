@@ -1,7 +1,8 @@
 """Word2Vec (CBOW with negative sampling) as the package's one-hidden-layer linear network,
 at width n and in its infinite-width limits (docs/theory.md §15.2–15.3).
 
-The network is ``MLP(param, d_in=V, d_out=V, phi="id", sigma=(σ, 0))``: the input ξ is the
+The network is :func:`cbow_network`: ``param`` with d_in = d_out = V, φ = id and its readout
+initialized to 0 (b₂ = ∞).  The input ξ is the
 mean of the context words' one-hot vectors, h = W¹ξ the mean of their input embeddings
 u_w = W¹e_w, the output f_j = α W²_j h with W²_j the output embedding of word j, which
 starts at 0 as in the reference program.  Training is the package's SGD in W-space with
@@ -25,18 +26,21 @@ alone trains, C −= η_out α Σ χ ξᵀA with A = σI).
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..engine.progress import progress_bar
+from ..engine.progress import compile_notice, progress_bar
 from ..engine.status import RunStatus
 from ..engine.steps import StepLoop, check_size
 from ..errors import SpecError
+from ..losses import get_loss
 from ..spec.checks import check_choice, check_int
 from ..spec.mlp import MLP
 from ..spec.schedules import resolve
+from . import cbow_kernel
 from .analogy import analogy_scores
 from .corpus import CBOWBatch, CBOWStream
 from .pair import (LIMITS, check_network, initial, rates, width_label,
@@ -94,24 +98,54 @@ def _context_matrix(batch: CBOWBatch, words: np.ndarray) -> sp.csr_matrix:
     return sp.csr_matrix((vals, (rows, cols)), shape=(len(ctx), len(words)))
 
 
+_SGNS = get_loss("sgns")
+
+
+def _sgns(f: np.ndarray, y: np.ndarray) -> tuple:
+    """The batch's mean ``sgns`` loss and χ = ∇_f ℓ / B at the selected outputs."""
+    return float(np.mean(_SGNS.value(f, y, np))), _SGNS.grad(f, y, np) / len(f)
+
+
+def _outputs(batch: CBOWBatch) -> tuple:
+    """(indices (B, 1+k) of the target and the negatives, their sgns weights y)."""
+    idx = np.ascontiguousarray(np.concatenate([batch.target[:, None], batch.negatives], axis=1))
+    y = np.concatenate([np.ones((len(batch), 1)), -batch.weights], axis=1)
+    return idx, y
+
+
 def cbow_step(E_in, E_out, batch: CBOWBatch, lr_in: float, lr_out: float, alpha: float,
-              step: int = 0, bound: float | None = 1e10) -> float:
-    """One SGD step of the recursion in the module docstring, in place; the batch's mean
-    ``sgns`` loss before the step.  Raises DivergenceError (step, layer) on a non-finite
-    or out-of-bound hidden vector (layer 1) or output (the readout)."""
+              step: int = 0, bound: float | None = 1e10, work=None) -> float:
+    """One SGD step of (15.1) in place, by the fused kernel of tasks/cbow_kernel.py; the
+    batch's mean ``sgns`` loss before the step.  Raises DivergenceError (step, layer) on a
+    non-finite or out-of-bound hidden vector (layer 1) or output (the readout), before
+    anything is updated.  ``work``: the kernel's buffers (cbow_kernel.buffers), reused
+    across steps."""
+    idx, y = _outputs(batch)
+    h, back = work if work is not None else cbow_kernel.buffers(len(batch), E_in.shape[1])
+    f = np.empty(idx.shape)
+    ctx = np.ascontiguousarray(batch.context)
+    cbow_kernel.forward(E_in, E_out, ctx, idx, alpha, h, f)
+    check_size(h, step, 1, "pre-activation", bound)
+    check_size(f, step, None, "output", bound)
+    loss, chi = _sgns(f, y)
+    cbow_kernel.backward(E_in, E_out, ctx, idx, chi, h, back, lr_in, lr_out, alpha)
+    return loss
+
+
+def cbow_step_numpy(E_in, E_out, batch: CBOWBatch, lr_in: float, lr_out: float,
+                    alpha: float, step: int = 0, bound: float | None = 1e10) -> float:
+    """:func:`cbow_step` in plain NumPy and SciPy (sparse context and output matrices): the
+    twin the kernel is tested against."""
     B = len(batch)
     in_words = np.unique(batch.context[batch.context >= 0])
     X = _context_matrix(batch, in_words)
     h = X @ E_in[in_words]                                     # B × m
     check_size(h, step, 1, "pre-activation", bound)
-    idx = np.concatenate([batch.target[:, None], batch.negatives], axis=1)      # B × (1+k)
-    y = np.concatenate([np.ones((B, 1)), -batch.weights], axis=1)
+    idx, y = _outputs(batch)
     Eo = E_out[idx]                                            # B × (1+k) × m
     f = alpha * np.einsum("bkm,bm->bk", Eo, h)
     check_size(f, step, None, "output", bound)
-    loss = float(np.mean((np.abs(y) * np.logaddexp(0.0, f) - np.maximum(y, 0.0) * f)
-                         .sum(axis=1)))
-    chi = (np.abs(y) * (0.5 + 0.5 * np.tanh(0.5 * f)) - np.maximum(y, 0.0)) / B
+    loss, chi = _sgns(f, y)
     back = np.einsum("bk,bkm->bm", chi, Eo)                    # Σ_j χ_bj E_out[j]
     out_words, inv = np.unique(idx, return_inverse=True)
     S = sp.csr_matrix((chi.reshape(-1), (inv.reshape(-1), np.repeat(np.arange(B), idx.shape[1]))),
@@ -144,6 +178,7 @@ def train_cbow(net: MLP, stream: CBOWStream, lr, width=math.inf, limit: str = "f
     lr_in, lr_out, alpha = rates(net, width, peak, limit)
     E_in, E_out, scale = initial(net, width, seed, init)
     losses = np.full(T, np.nan)
+    work = cbow_kernel.buffers(stream.batch_size, E_in.shape[1])
     with progress_bar(progress, T, f"word2vec {width_label(width)}") as on_step:
         loop = StepLoop(T, on_step)
         batches = stream.batches()
@@ -152,8 +187,9 @@ def train_cbow(net: MLP, stream: CBOWStream, lr, width=math.inf, limit: str = "f
                 batch = next(batches, None)
                 if batch is None:               # subsampling left fewer batches than planned
                     break
-                losses[t] = cbow_step(E_in, E_out, batch, lr_in * factor[t], lr_out * factor[t],
-                                      alpha, t, divergence_bound)
+                with compile_notice("the CBOW kernel") if t == 0 else nullcontext():
+                    losses[t] = cbow_step(E_in, E_out, batch, lr_in * factor[t],
+                                          lr_out * factor[t], alpha, t, divergence_bound, work)
     status = RunStatus(loop.completed, loop.interrupted, loop.diverged)
     done = losses[: loop.completed]
     return EmbeddingRun(float(width), limit if width == math.inf else None, E_in, E_out,
