@@ -162,3 +162,20 @@ def test_divergence_is_reported_with_its_step(pools):
     r = train_maml(net, MAML(50.0, 50.0, 4, 50), train, test, 64, test_tasks=5)
     assert r.status.diverged and len(r.loss) == r.status.divergence.step
     assert np.isnan(r.accuracy).all()
+
+
+def test_ctrl_c_keeps_the_finished_meta_steps(pools, monkeypatch):
+    from tp_limits.tasks import maml as module
+    train, test = pools
+    real, calls = module.meta_step, []
+
+    def interrupted(*args, **kw):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kw)
+    monkeypatch.setattr(module, "meta_step", interrupted)
+    net = maml_network(tp.mup(1), train.d_in, 5)
+    r = train_maml(net, MAML(1.0, 0.1, 4, 10), train, test, math.inf, test_tasks=10)
+    assert r.status.interrupted and r.status.completed_steps == 2 and len(r.loss) == 2
+    assert np.isfinite(r.accuracy).all()          # the meta-test ran on the weights reached

@@ -256,3 +256,20 @@ def test_kernel_equals_its_numpy_twin(small, width):
     assert np.abs(E_in - twin[0]).max() <= 1e-13 * np.abs(twin[0]).max()
     assert np.abs(E_out - twin[1]).max() <= 1e-13 * np.abs(twin[1]).max()
     assert np.abs(E_out).max() > 0.1                      # the outputs moved
+
+
+def test_ctrl_c_keeps_the_finished_steps(small, monkeypatch):
+    """A KeyboardInterrupt during step 3 ends the run with 3 steps and says so."""
+    from tp_limits.tasks import word2vec
+    vocab, stream = small
+    real, calls = word2vec.cbow_step, []
+
+    def interrupted(*args, **kw):
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return real(*args, **kw)
+    monkeypatch.setattr(word2vec, "cbow_step", interrupted)
+    run = train_cbow(cbow_network(tp.mup(1), 12), stream, 0.5, math.inf)
+    assert run.status.interrupted and run.status.completed_steps == 3
+    assert len(run.loss) == 3 and np.isfinite(run.loss).all()
