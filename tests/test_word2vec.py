@@ -236,7 +236,7 @@ def test_torch_loss_matches():
     value = _loss(torch, "sgns")(ft, torch.tensor(y))
     value.backward()
     loss = get_loss("sgns")
-    assert float(value) == pytest.approx(loss.value(f, y, np).mean(), rel=1e-13)
+    assert value.item() == pytest.approx(loss.value(f, y, np).mean(), rel=1e-13)
     assert np.allclose(ft.grad.numpy(), loss.grad(f, y, np) / 5, atol=1e-14)
 
 
