@@ -109,6 +109,14 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def _standardized(X: np.ndarray, fit) -> np.ndarray:
+    """(X − mean)/std/√d with the per-pixel mean and std of the rows ``fit`` of X (constant
+    pixels stay 0): inputs of norm about 1."""
+    mean, std = X[fit].mean(axis=0), X[fit].std(axis=0)
+    std = np.where(std > 0, std, 1.0)                 # constant pixels stay 0
+    return (X - mean) / std / np.sqrt(X.shape[1])
+
+
 def _load_digits():
     try:
         from sklearn.datasets import load_digits
@@ -160,10 +168,7 @@ def digits(classes: int = 10, test_fraction: float = 0.2, n_train: int | None = 
     test, train = order[:n_test], order[n_test:]
     if n_train is not None:
         train = train[: check_int(n_train, "n_train", 1, len(train))]
-    mean, std = X[train].mean(axis=0), X[train].std(axis=0)
-    std = np.where(std > 0, std, 1.0)                 # constant pixels stay 0
-    scale = np.sqrt(X.shape[1])
-    Z = (X - mean) / std / scale
+    Z = _standardized(X, train)
     return DataSet("digits", _readonly(Z[train]), _readonly(y[train]), _readonly(Z[test]),
                    _readonly(y[test]), classes)
 
@@ -178,8 +183,7 @@ def digits_fewshot(train_digits=(0, 1, 2, 3, 4), views: int = 8, ways: int = 5,
     from .tasks.maml import FewShot
     imgs, digit, view = digit_transforms(views)
     X = imgs.reshape(len(imgs), -1)
-    std = X.std(axis=0)
-    X = (X - X.mean(axis=0)) / np.where(std > 0, std, 1.0) / np.sqrt(X.shape[1])
+    X = _standardized(X, slice(None))
     label = digit * views + view
     train_digits = sorted({int(d) for d in train_digits})
     if not train_digits or not set(train_digits) < set(range(10)):

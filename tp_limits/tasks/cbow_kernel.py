@@ -30,23 +30,22 @@ COLUMN_BLOCK = 256
 
 
 @njit(cache=True, error_model="numpy")
-def forward(E_in, E_out, ctx, idx, alpha, h, f):
-    """h (B × m) and f (B × (1+k)) of the batch, from E_in and E_out."""
+def forward(E_in, E_out, ctx, weights, idx, alpha, h, f):
+    """h (B × m) and f (B × (1+k)) of the batch, from E_in and E_out; ``weights`` the
+    1/|context_b| of each example (CBOWBatch.context_weights)."""
     B, C = ctx.shape
     K = idx.shape[1]
     m = E_in.shape[1]
     for b in range(B):
         hb = h[b]
         hb[:] = 0.0
-        cnt = 0
         for c in range(C):
             w = ctx[b, c]
             if w >= 0:
-                cnt += 1
                 row = E_in[w]
                 for i in range(m):
                     hb[i] += row[i]
-        inv = 1.0 / cnt
+        inv = weights[b]
         for i in range(m):
             hb[i] *= inv
         for j in range(K):
@@ -58,7 +57,7 @@ def forward(E_in, E_out, ctx, idx, alpha, h, f):
 
 
 @njit(cache=True, error_model="numpy")
-def backward(E_in, E_out, ctx, idx, chi, h, back, lr_in, lr_out, alpha):
+def backward(E_in, E_out, ctx, weights, idx, chi, h, back, lr_in, lr_out, alpha):
     """back = χ E_out (old E_out), then both updates of (15.1), in place."""
     B, C = ctx.shape
     K = idx.shape[1]
@@ -84,11 +83,7 @@ def backward(E_in, E_out, ctx, idx, chi, h, back, lr_in, lr_out, alpha):
                 row = E_out[idx[b, j], i0:i1]
                 for i in range(i1 - i0):
                     row[i] -= x * hb[i]
-            cnt = 0
-            for c in range(C):
-                if ctx[b, c] >= 0:
-                    cnt += 1
-            x = s_in / cnt
+            x = s_in * weights[b]
             bb = back[b, i0:i1]
             for c in range(C):
                 w = ctx[b, c]

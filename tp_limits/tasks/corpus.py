@@ -130,6 +130,11 @@ class CBOWBatch:
     def __len__(self) -> int:
         return len(self.target)
 
+    def context_weights(self) -> np.ndarray:
+        """1/|context_b| per example: the weight of each context word in ξ_b, the mean of
+        their one-hot vectors."""
+        return 1.0 / (self.context >= 0).sum(axis=1)
+
     def dense(self, V: int) -> tuple:
         """(X, Y) for the generic engines: X the context means of one-hot vectors (B, V),
         Y the ``sgns`` targets (+1 at the target word, −m at a word drawn m times as a
@@ -138,8 +143,8 @@ class CBOWBatch:
         X = np.zeros((B, V))
         rows = np.repeat(np.arange(B), self.context.shape[1])
         used = self.context.reshape(-1) >= 0
-        np.add.at(X, (rows[used], self.context.reshape(-1)[used]), 1.0)
-        X /= X.sum(axis=1, keepdims=True)
+        np.add.at(X, (rows[used], self.context.reshape(-1)[used]),
+                  np.repeat(self.context_weights(), self.context.shape[1])[used])
         Y = np.zeros((B, V))
         Y[np.arange(B), self.target] = 1.0
         k = self.negatives.shape[1]

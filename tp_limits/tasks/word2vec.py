@@ -94,7 +94,7 @@ def _context_matrix(batch: CBOWBatch, words: np.ndarray) -> sp.csr_matrix:
     used = ctx >= 0
     rows = np.nonzero(used)[0]
     cols = np.searchsorted(words, ctx[used])
-    vals = (1.0 / used.sum(axis=1))[rows]
+    vals = batch.context_weights()[rows]
     return sp.csr_matrix((vals, (rows, cols)), shape=(len(ctx), len(words)))
 
 
@@ -124,11 +124,12 @@ def cbow_step(E_in, E_out, batch: CBOWBatch, lr_in: float, lr_out: float, alpha:
     h, back = work if work is not None else cbow_kernel.buffers(len(batch), E_in.shape[1])
     f = np.empty(idx.shape)
     ctx = np.ascontiguousarray(batch.context)
-    cbow_kernel.forward(E_in, E_out, ctx, idx, alpha, h, f)
+    weights = batch.context_weights()
+    cbow_kernel.forward(E_in, E_out, ctx, weights, idx, alpha, h, f)
     check_size(h, step, 1, "pre-activation", bound)
     check_size(f, step, None, "output", bound)
     loss, chi = _sgns(f, y)
-    cbow_kernel.backward(E_in, E_out, ctx, idx, chi, h, back, lr_in, lr_out, alpha)
+    cbow_kernel.backward(E_in, E_out, ctx, weights, idx, chi, h, back, lr_in, lr_out, alpha)
     return loss
 
 
