@@ -129,46 +129,54 @@ def _xent(f: np.ndarray, labels: np.ndarray) -> tuple:
     return _XENT.value(F, Y, np).reshape(labels.shape), _XENT.grad(F, Y, np).reshape(f.shape)
 
 
+def _forward(E_in, E_out, X, alpha) -> tuple:
+    """(H, f) = (X E_in, α H E_outᵀ) for each task's inputs X (tasks × B × d); E_in and E_out
+    shared (d × m, N × m) or one pair per task (tasks × d × m, tasks × N × m)."""
+    H = X @ E_in
+    return H, alpha * (H @ np.swapaxes(E_out, -1, -2))
+
+
+def _gradients(E_out, X, H, f, labels, alpha) -> tuple:
+    """Per task: the query losses (tasks × B), and the gradients of the task's mean
+    cross-entropy with respect to E_in and E_out (tasks × d × m, tasks × N × m)."""
+    value, grad = _xent(f, labels)
+    chi = grad / X.shape[1]
+    g_in = alpha * np.swapaxes(X, -1, -2) @ (chi @ E_out)
+    g_out = alpha * np.swapaxes(chi, -1, -2) @ H
+    return value, g_in, g_out
+
+
 def adapt(E_in, E_out, X, labels, lr_in, lr_out, alpha):
     """One SGD step per task on the mean cross-entropy of (X, labels) (tasks × B × d):
     the adapted pairs (tasks × d × m, tasks × N × m)."""
-    H = X @ E_in                                               # tasks × B × m
-    f = alpha * H @ E_out.T if E_out.ndim == 2 else alpha * np.einsum("tbm,tnm->tbn", H, E_out)
-    chi = _xent(f, labels)[1] / X.shape[1]
-    back = chi @ E_out if E_out.ndim == 2 else np.einsum("tbn,tnm->tbm", chi, E_out)
-    E_in2 = E_in - (lr_in * alpha) * np.einsum("tbd,tbm->tdm", X, back)
-    E_out2 = E_out - (lr_out * alpha) * np.einsum("tbn,tbm->tnm", chi, H)
-    return E_in2, E_out2
+    H, f = _forward(E_in, E_out, X, alpha)
+    _, g_in, g_out = _gradients(E_out, X, H, f, labels, alpha)
+    return E_in - lr_in * g_in, E_out - lr_out * g_out
 
 
 def query_outputs(E_in, E_out, X, alpha):
     """f on each task's inputs X (tasks × B × d) with its own pair."""
-    return alpha * np.einsum("tbm,tnm->tbn", np.einsum("tbd,tdm->tbm", X, E_in), E_out)
+    return _forward(E_in, E_out, X, alpha)[1]
 
 
 def meta_step(E_in, E_out, tasks: Tasks, inner: tuple, outer: tuple, alpha: float,
               step: int = 0, bound: float | None = 1e10) -> float:
     """One first-order MAML step in place; the mean query loss at the adapted weights."""
     A, C = adapt(E_in, E_out, tasks.Xs, tasks.ys, *inner, alpha)
-    HQ = np.einsum("tbd,tdm->tbm", tasks.Xq, A)
+    HQ, f = _forward(A, C, tasks.Xq, alpha)
     check_size(HQ, step, 1, "adapted pre-activation", bound)
-    f = alpha * np.einsum("tbm,tnm->tbn", HQ, C)
     check_size(f, step, None, "adapted output", bound)
-    value, grad = _xent(f, tasks.yq)
-    loss = float(value.mean())
-    chi = grad / (tasks.Xq.shape[1] * len(tasks))              # the mean over tasks too
-    g_out = np.einsum("tbn,tbm->nm", chi, HQ)
-    g_in = np.einsum("tbd,tbm->dm", tasks.Xq, np.einsum("tbn,tnm->tbm", chi, C))
-    E_out -= (outer[1] * alpha) * g_out
-    E_in -= (outer[0] * alpha) * g_in
-    return loss
+    value, g_in, g_out = _gradients(C, tasks.Xq, HQ, f, tasks.yq, alpha)
+    E_out -= outer[1] * g_out.mean(axis=0)                     # the mean over tasks
+    E_in -= outer[0] * g_in.mean(axis=0)
+    return float(value.mean())
 
 
 def meta_test(E_in, E_out, tasks: Tasks, inner: tuple, alpha: float) -> tuple:
     """Each test task's query accuracy and mean query cross-entropy after one inner step
     from (E_in, E_out)."""
     A, C = adapt(E_in, E_out, tasks.Xs, tasks.ys, *inner, alpha)
-    f = query_outputs(A, C, tasks.Xq, alpha)
+    f = _forward(A, C, tasks.Xq, alpha)[1]
     return (np.argmax(f, axis=-1) == tasks.yq).mean(axis=1), _xent(f, tasks.yq)[0].mean(axis=1)
 
 
