@@ -14,6 +14,7 @@ FORBIDDEN = {
     "limit": {"finite", "analysis", "experiment", "cli"},
     "analysis": {"experiment", "cli"},
     "experiment": {"cli"},
+    "adapters": {"experiment", "cli"},
 }
 
 

@@ -11,9 +11,11 @@
 * data: :mod:`datasets` (real data sets shipped by installed packages);
 * Tensor Programs IV's tasks: :mod:`tasks` (Word2Vec and first-order MAML, at width n and
   in their exact limits);
+* low-rank adapters: :mod:`adapters` (LoRA's width exponents, and LoRA+'s toy network
+  fine-tuned at width n and in its limit);
   :mod:`schedules` (learning-rate schedules for a Routine).
 """
-from . import datasets, tasks
+from . import adapters, datasets, tasks
 from ._version import __version__
 from .abc import ABC, Classification, mfp, mup, ntp, sp, spectral, table
 from .analysis.convergence import ConvergenceStudy, convergence
@@ -50,7 +52,7 @@ __all__ = [
     "initial_outputs", "kernel_points", "Trajectory", "Weights", "RunStatus", "Divergence", "Knobs",
     "from_mup", "MupTranslation", "to_torch", "from_torch", "TorchModel",
     "coord_check", "CoordCheck", "convergence", "ConvergenceStudy", "dichotomy",
-    "lr_sweep", "LRSweep", "depth_sweep", "DepthSweep", "depth_check", "DepthCheck", "datasets", "tasks", "schedules",
+    "lr_sweep", "LRSweep", "depth_sweep", "DepthSweep", "depth_check", "DepthCheck", "datasets", "tasks", "adapters", "schedules",
     "TPError", "InvalidParametrizationError", "SymbolicParametrizationError",
     "UnstableParametrizationError", "SpecError", "DivergenceError", "MemoryBudgetError",
     "BackendUnavailableError", "UnsupportedError", "__version__",

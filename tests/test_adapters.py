@@ -1,0 +1,333 @@
+"""Low-rank adapters: the exponents (LoRA+'s propositions), the toy network's step against
+a plain matrix twin, and its limit (docs/theory.md §16)."""
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from tp_limits.adapters import best_shared_rate, classify_adapter, maximal_rates
+from tp_limits.adapters.fine_tune import _one, fine_tune
+from tp_limits.adapters.sweep import RateSweep, rate_sweep
+from tp_limits.adapters.toy import LoRAToy, input_kernel, sine_task
+from tp_limits.errors import SpecError
+
+
+# -- exponents ------------------------------------------------------------------------------
+def test_sgd_with_one_rate_on_lora_plus_linear_model_vanishes_like_root_n():
+    """LoRA+'s Proposition 1: f = (W* + b aᵀ) x (the adapter is the readout), SGD with one
+    rate: never efficient, and at the best stable rate f moves like n^(−1/2)."""
+    for c in (Fraction(k, 2) for k in range(-4, 5)):
+        assert not classify_adapter("sgd", c, c, "readout", "zero_B").efficient
+    best = best_shared_rate("sgd", "readout", "zero_B")
+    assert best.c_A == Fraction(1, 2) and best.feature_exponent == Fraction(-1, 2)
+    assert "vanishes like n^(-1/2)" in best.verdict()
+
+
+def test_sgd_with_split_rates_on_lora_plus_linear_model_is_efficient():
+    """LoRA+'s Proposition 2: η_a = Θ(1/n), η_b = Θ(1)."""
+    cls = maximal_rates("sgd", "readout", "zero_B")
+    assert (cls.c_A, cls.c_B) == (1, 0) and cls.efficient
+    assert classify_adapter("sgd", 1, 0, "readout").efficient
+
+
+def test_adam_needs_the_ratio_n():
+    """LoRA+'s Theorem 1: with Adam one rate is never efficient, η_A = Θ(1/n), η_B = Θ(1)
+    is, so η_B/η_A = Θ(n); the best shared rate leaves the feature update at n^(−1)."""
+    for init in ("zero_B", "zero_A"):
+        cls = maximal_rates("adam", "hidden", init)
+        assert (cls.c_A, cls.c_B, cls.ratio_exponent) == (1, 0, 1) and cls.efficient
+    for c in (Fraction(k, 2) for k in range(-4, 5)):
+        assert not classify_adapter("adam", c, c).efficient
+    shared = best_shared_rate("adam")
+    assert shared.c_A == 1 and shared.feature_exponent == -1
+    assert classify_adapter("adam", 0, 0).reasons()[0].startswith("Z_A = A Z blows up")
+
+
+def test_a_readout_of_root_n_halves_the_ratio_exponent():
+    """W_out ~ N(0, 1/n) (LoRA+'s experiment) amplifies Θ(1) feature updates to n^(1/2):
+    the largest stable rates are (1, ½), the ratio n^(1/2), the features vanish."""
+    cls = maximal_rates("adam", "hidden", "zero_B", "1/2")
+    assert (cls.c_A, cls.c_B) == (1, Fraction(1, 2))
+    assert cls.ratio_exponent == Fraction(1, 2) and not cls.efficient
+    assert cls.feature_exponent == Fraction(-1, 2)
+
+
+def test_sgd_in_a_mup_hidden_layer_needs_the_ratio_n_squared():
+    cls = maximal_rates("sgd", "hidden", "zero_B")
+    assert (cls.c_A, cls.c_B, cls.ratio_exponent) == (1, -1, 2) and cls.efficient
+
+
+def test_iteration_runs_to_the_fixed_point_or_finds_the_growth():
+    """zero_A under SGD: with (1, −1) the sizes settle with the feature update at n^(−1/2)
+    (the saddle); with (3/2, −2) they grow by n^(1/2) every other step without end, which
+    only iterating past the first steps reveals."""
+    settled = classify_adapter("sgd", 1, -1, "hidden", "zero_A")
+    assert settled.stable and settled.feature_exponent == Fraction(-1, 2)
+    last, before = settled.steps[-1], settled.steps[-2]
+    assert (last.B, last.ZA, last.dZB) == (before.B, before.ZA, before.dZB)
+    growing = classify_adapter("sgd", "3/2", -2, "hidden", "zero_A")
+    assert growing.steps[3].ZB <= 0 and not growing.stable
+    assert "blows up" in growing.reasons()[0]
+
+
+def test_bad_classifier_input_names_the_argument():
+    with pytest.raises(SpecError, match="position"):
+        classify_adapter(position="middle")
+    with pytest.raises(SpecError, match="c_A"):
+        classify_adapter(c_A="fast")
+
+
+# -- the toy network's step -----------------------------------------------------------------
+def _loss(toy, task, h, w_out, A0, B):
+    """½ mean (f − y)² over the training inputs of f = W_out φ((α/r) B A φ(W_in ξ)),
+    written as the matrices of the network."""
+    phi = np.tanh if toy.phi == "tanh" else (lambda x: np.maximum(x, 0.0))
+    f = w_out @ phi(toy.scale * B @ (A0 @ h[:, task.train]))
+    return 0.5 * np.mean((f - task.y[task.train]) ** 2)
+
+
+def _network(toy, task, n, seed=1):
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((n, toy.d)) / math.sqrt(toy.d)
+    h = np.tanh(w @ task.x.T) if toy.phi == "tanh" else np.maximum(w @ task.x.T, 0)
+    omega = rng.standard_normal(n)
+    A0 = rng.standard_normal((toy.rank, n)) / math.sqrt(n)
+    B0 = rng.standard_normal((n, toy.rank))
+    return h, omega, A0, B0
+
+
+@pytest.mark.parametrize("readout", ["mup", "sp"])
+def test_one_sgd_step_is_the_matrix_gradient(readout):
+    """_one's SGD step equals A − η_A ∂L/∂A, B − η_B ∂L/∂B by central differences of the
+    network written as matrices."""
+    toy = LoRAToy(rank=2, optimizer="sgd", init="gaussian", readout=readout)
+    task = sine_task(n_train=6, n_test=3, seed=2)
+    n = 12
+    h, omega, A0, B0 = _network(toy, task, n)
+    w_out = omega * n ** -float(toy.p)
+    lr_A, lr_B = 1e-3, 2e-3
+    tr, te, *_ = _one(toy, task, h, omega, B0, A0 @ h, n, lr_A, lr_B, 1, lambda t: None)
+    gA, gB = np.zeros_like(A0), np.zeros_like(B0)
+    e = 1e-6
+    for idx in np.ndindex(A0.shape):
+        d = np.zeros_like(A0)
+        d[idx] = e
+        gA[idx] = (_loss(toy, task, h, w_out, A0 + d, B0)
+                   - _loss(toy, task, h, w_out, A0 - d, B0)) / (2 * e)
+    for idx in np.ndindex(B0.shape):
+        d = np.zeros_like(B0)
+        d[idx] = e
+        gB[idx] = (_loss(toy, task, h, w_out, A0, B0 + d)
+                   - _loss(toy, task, h, w_out, A0, B0 - d)) / (2 * e)
+    assert tr[0] == pytest.approx(_loss(toy, task, h, w_out, A0, B0), rel=1e-12)
+    after = _loss(toy, task, h, w_out, A0 - lr_A * gA, B0 - lr_B * gB)
+    assert tr[1] == pytest.approx(after, rel=1e-8)
+
+
+def test_adam_steps_match_a_plain_adam():
+    """Three Adam steps of _one against Adam written out on the matrices, with ε scaled to
+    each factor's gradient size (n^{1−p} for A, n^{−p} for B)."""
+    toy = LoRAToy(rank=2, init="gaussian", eps=1e-3)
+    task = sine_task(n_train=5, n_test=2, seed=3)
+    n = 10
+    h, omega, A0, B0 = _network(toy, task, n, seed=4)
+    w_out = omega / n
+    lr_A, lr_B = 0.05, 0.02
+    tr, *_ = _one(toy, task, h, omega, B0, A0 @ h, n, lr_A, lr_B, 3, lambda t: None)
+    A, B = A0.copy(), B0.copy()
+    state = {k: np.zeros_like(x) for k, x in (("mA", A), ("vA", A), ("mB", B), ("vB", B))}
+    b1, b2 = toy.betas
+    eps_A, eps_B = toy.eps, toy.eps / n
+    losses = [_loss(toy, task, h, w_out, A, B)]
+    for t in range(1, 4):
+        X, y = h[:, task.train], task.y[task.train]
+        za = A @ X
+        v = B @ za
+        chi = (w_out @ np.tanh(v) - y) / len(y)
+        dv = w_out[:, None] * (1 - np.tanh(v) ** 2) * chi[None, :]
+        gB, gA = dv @ za.T, (B.T @ dv) @ X.T
+        for g, w, m, s, eps, lr in ((gA, A, "mA", "vA", eps_A, lr_A),
+                                    (gB, B, "mB", "vB", eps_B, lr_B)):
+            state[m] = b1 * state[m] + (1 - b1) * g
+            state[s] = b2 * state[s] + (1 - b2) * g * g
+            w -= lr * (state[m] / (1 - b1 ** t)) / (np.sqrt(state[s] / (1 - b2 ** t)) + eps)
+        losses.append(_loss(toy, task, h, w_out, A, B))
+    np.testing.assert_allclose(tr, losses, rtol=1e-12)
+
+
+def test_input_kernel_quadrature_matches_the_pair_moments():
+    from tp_limits.limit.kernel.pair_moments import moments
+    toy = LoRAToy()
+    x = sine_task(n_train=5, n_test=3, seed=5).x
+    K = input_kernel(toy, x)
+    g = x @ x.T / toy.d
+    d = np.diag(g)
+    V = moments("tanh")(np.repeat(d, len(d)), np.tile(d, len(d)), g.ravel())[0]
+    np.testing.assert_allclose(K, V.reshape(g.shape), atol=1e-6)
+
+
+def test_relu_kernel_is_the_monte_carlo_covariance_of_the_features():
+    """The closed form against 2·10⁵ features, within 5 standard errors per entry."""
+    toy = LoRAToy(phi="relu", init="gaussian")
+    x = sine_task(n_train=3, n_test=1, seed=6).x
+    K = input_kernel(toy, x)
+    w = np.random.default_rng(7).standard_normal((200_000, toy.d)) / math.sqrt(toy.d)
+    h = np.maximum(w @ x.T, 0)
+    prod = h[:, :, None] * h[:, None, :]
+    se = prod.std(axis=0, ddof=1) / math.sqrt(len(h))
+    assert np.all(np.abs(prod.mean(axis=0) - K) < 5 * se)
+
+
+# -- the limit --------------------------------------------------------------------------------
+RATES = (4.0, 0.05)        # (η̄_A, η̄_B), Adam
+
+
+def test_networks_approach_their_conditional_limit_like_root_n():
+    """A network's own Z_A⁰ fed to the limit: the rms gap of the test outputs falls like
+    n^(−1/2) (slope within ±0.2 over n = 64 … 1024, 3 networks per width)."""
+    toy = LoRAToy()
+    task = sine_task(n_train=32, n_test=32, seed=8)
+    widths, gaps = (64, 256, 1024), []
+    for n in widths:
+        run = fine_tune(toy, task, n, *toy.rates(n, *RATES), steps=20, seeds=3)
+        d = []
+        for k in range(3):
+            lim = fine_tune(toy, task, math.inf, *RATES, steps=20, seeds=1, seed=50 + k,
+                            particles=32768, z_a0=run.z_a0[k])
+            d.append(np.mean((lim.f_test[0] - run.f_test[k]) ** 2))
+        gaps.append(math.sqrt(np.mean(d)))
+    slope = np.polyfit(np.log(widths), np.log(gaps), 1)[0]
+    assert -0.7 < slope < -0.3, (gaps, slope)
+
+
+def test_widest_network_mean_agrees_with_the_limit_mean():
+    """Seeds' mean final test loss at n = 2048 within 5 combined standard errors of the
+    limit's mean over Z_A⁰ (15 dof each); n = 32's mean is further off."""
+    toy = LoRAToy()
+    task = sine_task(n_train=32, n_test=32, seed=9)
+    lim = fine_tune(toy, task, math.inf, *RATES, steps=20, seeds=16, particles=8192)
+    m, se, dof = lim.mean_se()
+    assert dof == 15
+    wide = fine_tune(toy, task, 2048, *toy.rates(2048, *RATES), steps=20, seeds=16)
+    mw, sw, _ = wide.mean_se()
+    assert abs(mw - m) < 5 * math.hypot(se, sw)
+
+
+def test_the_limit_refuses_what_it_does_not_simulate():
+    task = sine_task(n_train=4, n_test=4)
+    with pytest.raises(SpecError, match="readout = 'sp'"):
+        fine_tune(LoRAToy(readout="sp"), task, math.inf, 1.0, 1.0, steps=1)
+    with pytest.raises(SpecError, match="z_a0 has shape"):
+        fine_tune(LoRAToy(), task, math.inf, 1.0, 1.0, steps=1, z_a0=np.zeros((2, 2)))
+    with pytest.raises(SpecError, match="sine_task"):
+        fine_tune(LoRAToy(d=3), task, 16, 1.0, 1.0, steps=1)
+    with pytest.raises(SpecError, match="saddle"):
+        LoRAToy(phi="relu")
+    with pytest.raises(SpecError, match="eta_B"):
+        fine_tune(LoRAToy(), task, 16, 1.0, -1.0, steps=1)
+
+
+def test_a_divergence_names_its_step_and_quantity():
+    task = sine_task(n_train=8, n_test=8)
+    run = fine_tune(LoRAToy(phi="id", optimizer="sgd"), task, 32, 1e3, 1e5, steps=60,
+                    seeds=2)
+    assert np.all(run.diverged > 0)
+    assert all(w.startswith(f"step {t}:") for w, t in zip(run.divergence, run.diverged))
+    assert np.all(np.isinf(run.final()))
+    t = run.diverged[0]
+    assert np.all(np.isfinite(run.train_loss[0, :t]))
+
+
+# -- the sweep ---------------------------------------------------------------------------------
+def test_rate_sweep_finds_the_grid_minimum_and_saves(tmp_path):
+    toy = LoRAToy()
+    task = sine_task(n_train=16, n_test=16, seed=10)
+    sw = rate_sweep(toy, task, (16, 64), (1.0, 4.0, 16.0), (0.01, 0.05, 0.25), steps=10,
+                    seeds=2, particles=1024, progress=False)
+    assert sw.widths == (16, 64, math.inf)
+    for k in range(3):
+        i, j = sw.best_index(k)
+        assert sw.mean(k)[i, j] == np.min(sw.mean(k))
+    assert len(sw.table().rows) == 3
+    slope, se, dof = sw.ratio_exponent()
+    assert dof == 0 and math.isfinite(slope)
+    path = tmp_path / "sweep.npz"
+    sw.save(path)
+    back = RateSweep.load(path)
+    assert back.widths == sw.widths
+    np.testing.assert_array_equal(back.costs[2], sw.costs[2])
+
+
+# -- the coordinate check ---------------------------------------------------------------------
+@pytest.mark.parametrize("readout, c, init", [
+    ("mup", (None, None), "zero_B"),     # LoRA+'s Theorem 1: every update Θ(1)
+    ("mup", (1, 1), "zero_B"),           # one rate: the feature update n^(−1)
+    ("sp", (None, None), "zero_B"),      # readout n^(−1/2): (1, ½), features n^(−1/2)
+    ("mup", (None, None), "zero_A"),
+])
+def test_adapter_coord_check_measures_the_classifier_exponents(readout, c, init):
+    """Adam, widths 128 … 2048, 4 seeds, three steps: every nonzero quantity's measured
+    slope within 0.08 of the classifier's exponent at every step ≥ 2."""
+    from tp_limits.adapters.coord_check import adapter_coord_check
+    toy = LoRAToy(readout=readout, init=init)
+    task = sine_task(n_train=32, n_test=32, seed=11)
+    cc = adapter_coord_check(toy, task, (128, 256, 512, 1024, 2048), 4.0, 0.05, *c, steps=3)
+    for t in (2, 3):
+        errors = cc.errors(t)
+        assert len(errors) >= 4
+        assert max(abs(e) for e in errors.values()) < 0.08, (t, errors)
+
+
+# -- the exact limit (φ = id, SGD) ------------------------------------------------------------
+def test_exact_limit_equals_monte_carlo_given_z_a0():
+    """Given one Z_A⁰, 8 independent particle sets (16384 each) of the Monte Carlo limit:
+    their mean train loss at steps 1, 5 and 20 within 5 standard errors (7 dof) of the
+    closed-form recursion."""
+    from tp_limits.adapters.exact import exact_limit
+    toy = LoRAToy(phi="id", optimizer="sgd")
+    task = sine_task(n_train=16, n_test=16, seed=3)
+    ex = exact_limit(toy, task, 1.0, 1.0, steps=20, seeds=1)
+    mc = fine_tune(toy, task, math.inf, 1.0, 1.0, steps=20, seeds=8, particles=16384,
+                   z_a0=ex.z_a0[0])
+    for t in (1, 5, 20):
+        x = mc.train_loss[:, t]
+        se = x.std(ddof=1) / math.sqrt(len(x))
+        assert abs(x.mean() - ex.train_loss[0, t]) < 5 * se, (t, x.mean(), ex.train_loss[0, t])
+    assert ex.train_loss[0, 20] < 0.2 * ex.train_loss[0, 0]
+
+
+def test_exact_limit_refuses_other_networks_and_zero_a_is_a_saddle():
+    from tp_limits.adapters.exact import exact_limit
+    task = sine_task(n_train=8, n_test=8)
+    with pytest.raises(SpecError, match="phi = 'id'"):
+        exact_limit(LoRAToy(), task, 1.0, 1.0)
+    run = exact_limit(LoRAToy(phi="id", optimizer="sgd", init="zero_A"), task, 1.0, 1.0,
+                      steps=5, seeds=1)
+    assert np.all(run.train_loss[0] == run.train_loss[0, 0])
+
+
+def test_lora_plus_experiment_configuration_converges_to_the_limit_mean():
+    """relu with both factors Gaussian (LoRA+'s experiment) under Adam: the first step turns
+    an O(n^(−1/2)) A-gradient into Θ(1) signs, a random input the limit's replicates average
+    over with its Gaussian law (docs/theory.md §16.4).  24 networks at n = 1024 within 5
+    combined standard errors of 24 replicates; n = 32 more than 3 away."""
+    toy = LoRAToy(phi="relu", init="gaussian")
+    task = sine_task(n_train=32, n_test=32, seed=9)
+    lim = fine_tune(toy, task, math.inf, *RATES, steps=20, seeds=24, particles=8192)
+    m, se, _ = lim.mean_se()
+    gaps = {}
+    for n in (32, 1024):
+        mw, sw, dof = fine_tune(toy, task, n, *toy.rates(n, *RATES), steps=20,
+                                seeds=24).mean_se()
+        assert dof == 23
+        gaps[n] = abs(mw - m) / math.hypot(se, sw)
+    assert gaps[1024] < 5 and gaps[32] > 3, gaps
+
+
+def test_a_run_beyond_the_memory_is_refused_before_work():
+    from tp_limits.errors import MemoryBudgetError
+    task = sine_task(n_train=64, n_test=64)
+    with pytest.raises(MemoryBudgetError, match="fine-tuning at 1000000000000 particles on "
+                                                "128 inputs need about .* particles fit"):
+        fine_tune(LoRAToy(), task, math.inf, 1.0, 1.0, steps=1, particles=10**12)

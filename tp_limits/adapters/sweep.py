@@ -1,0 +1,171 @@
+"""The learning rates of A and B swept together, at every width and at infinity: the
+LoRA+ ratio η_B*/η_A* measured, and predicted by the limit (docs/theory.md §16.5).
+
+The grid is width-free: (η̄_A, η̄_B), run at width n as (η̄_A n^{−c_A}, η̄_B n^{−c_B})
+with the maximal stable exponents of :func:`~.exponents.maximal_rates` (Adam: (1, 0)),
+and at ∞ as the limit's rates.  With powers of two for the widths and the grid's ratio
+a power of two too, this is a window of one absolute grid moved with n, so the finite
+optima are measured, not assumed: a width whose optimum has not settled shows up as a
+moving index.  Per width the optimum pair is the grid point with the least seed-mean final
+loss; each coordinate is refined by the parabola through its neighbours, with the seeds'
+spread of that vertex as its error (analysis/optimum.py).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..analysis.optimum import grid_optimum
+from ..analysis.saving import saved
+from ..engine.progress import progress_bar
+from ..spec.checks import check_int, check_sequence, finite_positive
+from .fine_tune import DEFAULT_PARTICLES, fine_tune
+from .toy import LoRAToy, SineTask, input_kernel
+
+
+@saved
+@dataclass(frozen=True)
+class RateSweep:
+    """Final losses over the (η̄_A, η̄_B) grid: ``costs[w]`` (len(eta_A), len(eta_B), seeds)
+    for each width of ``widths`` (math.inf last when the limit ran); diverged runs are inf.
+    ``exponents`` (c_A, c_B) map the width-free grid to the rates at width n."""
+
+    widths: tuple
+    eta_A: tuple
+    eta_B: tuple
+    exponents: tuple
+    costs: tuple
+    metric: str
+    steps: int
+
+    def mean(self, k: int) -> np.ndarray:
+        """The seed-mean cost grid of width index ``k`` (inf where any seed diverged)."""
+        return np.mean(self.costs[k], axis=-1)
+
+    def best_index(self, k: int) -> tuple:
+        """(i, j): the grid point of least seed-mean cost at width index ``k``."""
+        m = np.where(np.isfinite(self.mean(k)), self.mean(k), np.inf)
+        return tuple(int(x) for x in np.unravel_index(np.argmin(m), m.shape))
+
+    def optimum(self, k: int) -> tuple:
+        """((η̄_A*, se, dof), (η̄_B*, se, dof)) in the grid's width-free units: each
+        coordinate's parabola-refined optimum along its axis through the best point, with
+        the standard error of log η̄* over the seeds and its degrees of freedom."""
+        i, j = self.best_index(k)
+        c = np.asarray(self.costs[k])
+        out = []
+        for logs, costs in ((np.log(self.eta_A), c[:, j, :]), (np.log(self.eta_B), c[i, :, :])):
+            opt = grid_optimum(logs, costs)
+            out.append((opt.lr, opt.se, opt.dof))
+        return tuple(out)
+
+    def ratio(self, k: int) -> float:
+        """η_B*/η_A* at width index ``k`` in the rates actually used (at ∞: width-free)."""
+        (a, _, _), (b, _, _) = self.optimum(k)
+        n = self.widths[k]
+        if n == math.inf:
+            return b / a
+        c_A, c_B = self.exponents
+        return (b * n ** -c_B) / (a * n ** -c_A)
+
+    def ratio_exponent(self) -> tuple:
+        """(slope, se, dof) of log(η_B*/η_A*) against log n over the finite widths: LoRA+'s
+        Θ(n) is slope 1 (least squares; se from its residuals, dof = widths − 2)."""
+        ns = [n for n in self.widths if n != math.inf]
+        x = np.log(ns)
+        y = np.log([self.ratio(k) for k, n in enumerate(self.widths) if n != math.inf])
+        A = np.vstack([x, np.ones_like(x)]).T
+        coef, res, *_ = np.linalg.lstsq(A, y, rcond=None)
+        dof = len(ns) - 2
+        if dof <= 0:
+            return float(coef[0]), math.nan, dof
+        s2 = float(np.sum((y - A @ coef) ** 2)) / dof
+        se = math.sqrt(s2 / float(np.sum((x - x.mean()) ** 2)))
+        return float(coef[0]), se, dof
+
+    def grid_steps_from_limit(self, k: int) -> tuple:
+        """How many grid steps the best point of width index ``k`` lies from the limit's,
+        along η̄_A and η̄_B (needs the limit in ``widths``)."""
+        if self.widths[-1] != math.inf:
+            raise ValueError("the sweep has no limit to compare with (include_limit=False)")
+        (i, j), (i0, j0) = self.best_index(k), self.best_index(len(self.widths) - 1)
+        return i - i0, j - j0
+
+    def predicted_ratio(self, n) -> float:
+        """The limit's best pair mapped to width n: (η̄_B*/η̄_A*)_∞ n^{c_A − c_B}."""
+        c_A, c_B = self.exponents
+        return self.ratio(len(self.widths) - 1) * n ** (c_A - c_B)
+
+    def table(self):
+        """Per width: the best pair in width-free units, the refined ratio η_B*/η_A* in the
+        rates used, the limit's prediction of it, and the distance of the best grid point
+        from the limit's in grid steps (the ∞ row's ratio is width-free)."""
+        from ..abc.table import Table
+        has_limit = self.widths[-1] == math.inf
+        rows = []
+        for k, n in enumerate(self.widths):
+            (a, _, _), (b, _, _) = self.optimum(k)
+            finite = n != math.inf
+            steps = self.grid_steps_from_limit(k) if has_limit and finite else ("", "")
+            pred = f"{self.predicted_ratio(n):.3g}" if has_limit and finite else ""
+            rows.append(("∞" if not finite else str(n), f"{a:.3g}", f"{b:.3g}",
+                         f"{self.ratio(k):.3g}", pred, f"{steps[0]}", f"{steps[1]}"))
+        return Table(("width", "η̄_A*", "η̄_B*", "η_B*/η_A*", "∞ predicts", "Δi_A vs ∞",
+                      "Δi_B vs ∞"), tuple(rows))
+
+    def plot(self, ax=None):
+        """log(η_B*/η_A*) against the width, with the fitted slope; the limit's ratio
+        times n^{c_A − c_B} as the prediction."""
+        import matplotlib.pyplot as plt
+        if ax is None:
+            _, ax = plt.subplots(figsize=(5, 3.5))
+        ns = [n for n in self.widths if n != math.inf]
+        ratios = [self.ratio(k) for k, n in enumerate(self.widths) if n != math.inf]
+        ax.loglog(ns, ratios, "o-", label="finite optimum")
+        if self.widths[-1] == math.inf:
+            c_A, c_B = self.exponents
+            ax.loglog(ns, [self.predicted_ratio(n) for n in ns], "k--",
+                      label=f"limit's optimum × n^{c_A - c_B:g}")
+        slope, se, _ = self.ratio_exponent()
+        ax.set_xlabel("width n")
+        ax.set_ylabel("η_B* / η_A*")
+        ax.set_title(f"optimal ratio: slope {slope:.2f} ± {se:.2f}")
+        ax.legend()
+        return ax
+
+
+def rate_sweep(toy: LoRAToy, task: SineTask, widths, eta_A, eta_B, steps: int = 100,
+               seeds: int = 4, seed: int = 0, metric: str = "test",
+               include_limit: bool = True, particles: int = DEFAULT_PARTICLES,
+               progress: bool = True) -> RateSweep:
+    """Fine-tune at every width of ``widths`` and every pair of the width-free grids
+    ``eta_A`` × ``eta_B`` (module docstring), ``seeds`` networks each (replicates of the
+    limit on ``particles`` particles), and record the final ``metric`` loss ('test' or
+    'train')."""
+    widths = tuple(check_int(n, "widths") for n in check_sequence(widths, "widths",
+                                                                  "positive integers"))
+    eta_A = tuple(finite_positive(e, "eta_A") for e in check_sequence(eta_A, "eta_A",
+                                                                      "positive numbers"))
+    eta_B = tuple(finite_positive(e, "eta_B") for e in check_sequence(eta_B, "eta_B",
+                                                                      "positive numbers"))
+    if metric not in ("test", "train"):
+        raise ValueError(f"metric = {metric!r} must be 'test' or 'train'")
+    all_widths = widths + ((math.inf,) if include_limit else ())
+    kernel = input_kernel(toy, task.x) if include_limit and toy.init != "zero_A" else None
+    costs = []
+    with progress_bar(progress, len(all_widths) * len(eta_A) * len(eta_B),
+                      "LoRA rate sweep", rate_unit="runs/s") as tick:
+        for n in all_widths:
+            grid = np.empty((len(eta_A), len(eta_B), seeds))
+            for i, a in enumerate(eta_A):
+                for j, b in enumerate(eta_B):
+                    rates = (a, b) if n == math.inf else toy.rates(n, a, b)
+                    run = fine_tune(toy, task, n, *rates, steps=steps, seeds=seeds,
+                                    seed=seed, particles=particles, kernel=kernel)
+                    grid[i, j] = run.final(metric)
+                    tick(0)
+            costs.append(grid)
+    return RateSweep(all_widths, eta_A, eta_B, tuple(float(c) for c in toy.exponents),
+                     tuple(costs), metric, steps)
