@@ -1,4 +1,4 @@
-"""Cost of the toy network's fine-tuning step (adapters/fine_tune.py) at N particles (the
+"""Cost of the toy network's fine-tuning step (adapters/engine.py) at N particles (the
 limit) or width N: against the plain matrix form of the same network and against the
 memory traffic of a step.
 
@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from tp_limits.adapters.fine_tune import fine_tune
+from tp_limits.adapters.engine import fine_tune
 from tp_limits.adapters.toy import LoRAToy, input_kernel, sine_task
 
 
@@ -75,6 +75,8 @@ def main():
     print("|---|---|---|---|")
     for N in (int(n) for n in a.particles.split(",")):
         za0 = np.zeros((toy.rank, X)) + 0.5
+        fine_tune(toy, task, math.inf, 16.0, 1 / 16, steps=2, seeds=1, particles=N,
+                  z_a0=za0)                                  # warm-up: first-touch pages
         t0 = time.perf_counter()
         fine_tune(toy, task, math.inf, 16.0, 1 / 16, steps=a.steps, seeds=1, particles=N,
                   z_a0=za0)

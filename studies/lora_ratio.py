@@ -13,14 +13,16 @@ exponents — (1, 0) for ``--readout mup`` (W_out = ω/n), (1, ½) for ``--reado
 (W_out ~ N(0, 1/n), LoRA+'s experiment; finite widths only, its limit has no feature
 learning).  Metric: the final training loss, seed mean.  Reported: per width the best pair,
 the refined ratio η_B*/η_A* and its distance from the limit's best point in grid steps,
-and the fitted slope of log(η_B*/η_A*) against log n.  The sweep is saved as it ends
+and the fitted slope of log(η_B*/η_A*) against log n; then, holding η̄_A at each of a few
+grid values, the best η̄_B's grid index per width and the slope of that ratio (the good
+pairs lie along a valley where the 2-d optimum is ill-determined, docs/theory.md §16.5).  The sweep is saved as it ends
 (RateSweep.save, an atomic write).  ``--phi relu --init gaussian`` is the configuration of
 LoRA+'s experiment (both factors Gaussian, since with relu a zero factor is a saddle), with
 the μP readout; its file is lora_ratio_mup_relu_gaussian.npz.
 
-    python studies/lora_ratio.py --convergence [--widths 128,...,8192] [--seeds 8]
+    python studies/lora_ratio.py --convergence [--widths 256,...,8192] [--seeds 8]
 
-At η̄ = (16, 1/16): each network's test outputs against the conditional limit given the
+At η̄ = (8, 1/32) (the limit's best η̄_B at η̄_A = 8): each network's test outputs against the conditional limit given the
 network's own Z_A⁰ (65536 particles): rms distance per width with its fitted slope; and
 the seed-mean final test loss against the limit's mean over Z_A⁰ (16 replicates) in
 combined standard errors.
@@ -37,13 +39,16 @@ import os
 import numpy as np
 from scipy import stats
 
-from tp_limits.adapters.fine_tune import fine_tune
+from tp_limits.adapters.engine import fine_tune
 from tp_limits.adapters.sweep import RateSweep, rate_sweep
 from tp_limits.adapters.toy import LoRAToy, sine_task
 
 ETA_A = tuple(2.0 ** k for k in range(2, 10))
 ETA_B = tuple(2.0 ** k for k in range(-8, 0))
-CONV_RATES = (16.0, 1.0 / 16)
+CONV_RATES = (8.0, 1.0 / 32)
+WIDTHS = "128,256,512,1024,2048,4096,8192"
+#: the rows of the grid whose best η̄_B is reported (LoRA+'s "fix η_A, tune the ratio")
+AT_ETA_A = (8.0, 16.0, 32.0, 64.0)
 
 
 def toy_for(readout, phi="tanh", init="zero_B"):
@@ -109,7 +114,13 @@ def report():
         print(f"\nreadout = {readout}, φ = {phi}, init = {init}, exponents {sw.exponents}\n")
         print(sw.table().markdown())
         s, se, dof = sw.ratio_exponent()
-        print(f"\nslope {s:.3f} ± {se:.3f} (se, {dof} dof)")
+        print(f"\n2-d optimum: slope {s:.3f} ± {se:.3f} (se, {dof} dof)\n")
+        print("| η̄_A held at | best η̄_B index per width (∞ last, when run) | slope of η_B*/η_A* |")
+        print("|---|---|---|")
+        for a in AT_ETA_A:
+            idx = [sw.best_index(k, a)[1] for k in range(len(sw.widths))]
+            s, se, dof = sw.ratio_exponent(a)
+            print(f"| {a:g} | {', '.join(map(str, idx))} | {s:.3f} ± {se:.3f} ({dof} dof) |")
     if os.path.exists("lora_convergence.json"):
         rows = json.load(open("lora_convergence.json"))
         m0, se0, dof0 = rows["limit"]
@@ -131,8 +142,8 @@ def main():
     ap.add_argument("--readout", default="mup", choices=("mup", "sp"))
     ap.add_argument("--phi", default="tanh", choices=("tanh", "relu"))
     ap.add_argument("--init", default="zero_B", choices=("zero_B", "zero_A", "gaussian"))
-    ap.add_argument("--widths", default="128,256,512,1024,2048,4096,8192")
-    ap.add_argument("--seeds", type=int, default=4)
+    ap.add_argument("--widths", default=WIDTHS)
+    ap.add_argument("--seeds", type=int, default=None, help="4 for a sweep, 8 for --convergence")
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--particles", type=int, default=16384,
                     help="the limit's particles per replicate")
@@ -143,8 +154,13 @@ def main():
     if a.report:
         report()
     elif a.convergence:
+        if a.widths == WIDTHS:
+            a.widths = ",".join(WIDTHS.split(",")[1:])
+        if a.seeds is None:
+            a.seeds = 8
         convergence(a)
     else:
+        a.seeds = a.seeds or 4
         sweep(a)
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tp_limits.adapters import best_shared_rate, classify_adapter, maximal_rates
-from tp_limits.adapters.fine_tune import _one, fine_tune
+from tp_limits.adapters.engine import _one, fine_tune
 from tp_limits.adapters.sweep import RateSweep, rate_sweep
 from tp_limits.adapters.toy import LoRAToy, input_kernel, sine_task
 from tp_limits.errors import SpecError
@@ -252,6 +252,17 @@ def test_rate_sweep_finds_the_grid_minimum_and_saves(tmp_path):
     assert len(sw.table().rows) == 3
     slope, se, dof = sw.ratio_exponent()
     assert dof == 0 and math.isfinite(slope)
+    for k in range(3):                                   # the row η̄_A = 4: its best η̄_B
+        i, j = sw.best_index(k, at_eta_A=4.0)
+        assert i == 1 and sw.mean(k)[1, j] == np.min(sw.mean(k)[1])
+        assert sw.optimum(k, at_eta_A=4.0)[0] == (4.0, 0.0, 0)
+    ratio = sw.ratio(0, at_eta_A=4.0)
+    assert ratio == pytest.approx(sw.optimum(0, 4.0)[1][0] / (4.0 / 16))   # (1, 0) at n = 16
+    with pytest.raises(ValueError, match="not on the grid"):
+        sw.ratio(0, at_eta_A=3.0)
+    rescored = sw.with_metric("train_mean")
+    np.testing.assert_array_equal(rescored.costs[1], np.mean(sw.curves[1][0], axis=-1))
+    assert rescored.metric == "train_mean" and sw.metric == "test"
     path = tmp_path / "sweep.npz"
     sw.save(path)
     back = RateSweep.load(path)
@@ -331,3 +342,53 @@ def test_a_run_beyond_the_memory_is_refused_before_work():
     with pytest.raises(MemoryBudgetError, match="fine-tuning at 1000000000000 particles on "
                                                 "128 inputs need about .* particles fit"):
         fine_tune(LoRAToy(), task, math.inf, 1.0, 1.0, steps=1, particles=10**12)
+
+
+# -- interruptions ----------------------------------------------------------------------------
+def test_ctrl_c_keeps_the_finished_seeds(monkeypatch):
+    import tp_limits.adapters.engine as ft
+    real, calls = ft._one, []
+
+    def one(*args, **kw):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kw)
+
+    monkeypatch.setattr(ft, "_one", one)
+    task = sine_task(n_train=8, n_test=8)
+    with pytest.warns(UserWarning, match="interrupted: 2 of 5 seeds finished"):
+        run = fine_tune(LoRAToy(), task, 16, 0.1, 0.1, steps=3, seeds=5)
+    assert run.interrupted and run.seeds == 2 and np.all(np.isfinite(run.final()))
+    calls.clear()
+    monkeypatch.setattr(ft, "_one", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):
+        fine_tune(LoRAToy(), task, 16, 0.1, 0.1, steps=3, seeds=5)
+
+
+def test_ctrl_c_keeps_the_finished_widths_of_a_sweep(monkeypatch):
+    import tp_limits.adapters.sweep as sw
+    real, calls = sw.fine_tune, []
+
+    def run(toy, task, n, *args, **kw):
+        calls.append(n)
+        if n == 64:
+            raise KeyboardInterrupt
+        return real(toy, task, n, *args, **kw)
+
+    monkeypatch.setattr(sw, "fine_tune", run)
+    task = sine_task(n_train=8, n_test=8)
+    with pytest.warns(UserWarning, match="holds the 1 widths that had finished of 3"):
+        out = sw.rate_sweep(LoRAToy(), task, (16, 64), (1.0, 2.0), (0.1, 0.2), steps=2,
+                            seeds=2, progress=False)
+    assert out.interrupted and out.widths == (16,) and out.costs[0].shape == (2, 2, 2)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(betas=(0.9,)), "betas"), (dict(rank=0), "rank"), (dict(phi="cos"), "nonlinearity"),
+    (dict(readout="ntk"), "readout"), (dict(eps=-1), "eps"), (dict(sigma_A=0), "sigma_A"),
+    (dict(init="zeros"), "init"), (dict(optimizer="lion"), "optimizer"),
+])
+def test_bad_toy_arguments_are_named(kwargs, name):
+    with pytest.raises(SpecError, match=name):
+        LoRAToy(**kwargs)

@@ -3,7 +3,7 @@
 * :mod:`.exponents`: the width exponents of an adapter's fine-tuning, exact
   (:func:`classify_adapter`, :func:`maximal_rates`, :func:`best_shared_rate`);
 * :mod:`.toy`: LoRA+'s toy network with the adapter as its only trained layer, and its task;
-* :mod:`.fine_tune`: fine-tuning at width n and in the limit (one particle system, with the
+* :mod:`.engine`: fine-tuning at width n and in the limit (one particle system, with the
   Gaussian Z_A⁰ drawn from its law or given); :mod:`.exact`: the closed-form limit for
   φ = id and SGD;
 * :mod:`.coord_check`, :mod:`.sweep`: the exponents measured, and the optimal ratio
@@ -12,7 +12,7 @@
 from .coord_check import AdapterCoordCheck, adapter_coord_check
 from .exact import exact_limit
 from .exponents import AdapterClass, best_shared_rate, classify_adapter, maximal_rates
-from .fine_tune import LoRARun, fine_tune
+from .engine import LoRARun, fine_tune
 from .sweep import RateSweep, rate_sweep
 from .toy import LoRAToy, SineTask, input_kernel, sine_task
 

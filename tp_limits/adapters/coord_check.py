@@ -20,7 +20,7 @@ import numpy as np
 
 from ..spec.checks import check_int, check_sequence
 from .exponents import NEG, classify_adapter
-from .fine_tune import _draw, _one
+from .engine import _draw, _one
 from .toy import LoRAToy, SineTask
 
 #: the measured quantities, in the order of :class:`~.exponents.Step`'s fields

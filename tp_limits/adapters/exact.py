@@ -5,7 +5,7 @@ With φ = id the features are h_i(ξ) = w_i·ξ, and SGD keeps every trained coo
 the span its gradients start in: B_i = B⁰_i + ω_i β (β ∈ ℝ^r) because ∂B_i ∝ ω_i, and
 ΔA_{:,i} = M w_i / n (M ∈ ℝ^{r×d}) because ∂A_{:,i} ∝ h_i.  The expectations over the
 particle law are then Gaussian moments (E[ω²] = σ_out², E[w wᵀ] = σ_in²/d I, B⁰ independent
-of ω with mean 0), and the step of fine_tune.py becomes, with s = α/r, κ = σ_in²/d:
+of ω with mean 0), and the step of engine.py becomes, with s = α/r, κ = σ_in²/d:
 
     Z_A(ξ) = Z_A⁰(ξ) + κ M ξ,    f(ξ) = s σ_out² β·Z_A(ξ),    χ = (f − y)/|batch|,
     β ← β − η̄_B s Σ_ξ χ(ξ) Z_A(ξ),    M ← M − η̄_A s σ_out² β Σ_ξ χ(ξ) ξᵀ
@@ -23,13 +23,13 @@ import numpy as np
 
 from ..errors import SpecError
 from ..spec.checks import check_int, finite_non_negative
-from .fine_tune import LoRARun, _chol
+from .engine import LoRARun, _chol
 from .toy import LoRAToy, SineTask, input_kernel
 
 
 def exact_limit(toy: LoRAToy, task: SineTask, eta_A: float, eta_B: float,
                 steps: int = 100, seeds: int = 4, seed: int = 0, z_a0=None) -> LoRARun:
-    """The limit of :func:`~.fine_tune.fine_tune` for φ = 'id' and SGD by the recursion of
+    """The limit of :func:`~.engine.fine_tune` for φ = 'id' and SGD by the recursion of
     the module docstring: ``seeds`` draws of Z_A⁰ (the same draws as fine_tune's limit
     with the same ``seed``), or the given ``z_a0``."""
     if toy.phi != "id" or toy.optimizer != "sgd" or toy.readout != "mup":

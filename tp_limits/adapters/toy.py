@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from fractions import Fraction
 
 import numpy as np
@@ -22,8 +23,8 @@ import numpy as np
 from ..engine.backend import numpy_backend
 from ..errors import SpecError
 from ..nonlinearities import get_nonlinearity
-from ..spec.checks import (check_choice, check_int, finite_non_negative, finite_positive,
-                           unit_interval)
+from ..spec.checks import check_choice, check_int, finite_non_negative, finite_positive
+from ..spec.optimizers.adam import _betas
 from .exponents import INITS, OPTIMIZERS, maximal_rates
 
 _NP = numpy_backend()
@@ -60,9 +61,7 @@ class LoRAToy:
         check_choice(self.readout, "readout", tuple(READOUTS))
         for name in ("sigma_in", "sigma_A", "sigma_B", "sigma_out"):
             finite_positive(getattr(self, name), name)
-        b1, b2 = self.betas
-        object.__setattr__(self, "betas", (unit_interval(b1, "betas[0]"),
-                                           unit_interval(b2, "betas[1]")))
+        object.__setattr__(self, "betas", _betas(self.betas, "betas"))
         object.__setattr__(self, "eps", finite_non_negative(self.eps, "eps"))
         if self.init != "gaussian" and get_nonlinearity(self.phi).dphi(
                 np.zeros(1), _NP)[0] == 0.0:
@@ -80,7 +79,7 @@ class LoRAToy:
     def p(self) -> Fraction:
         return READOUTS[self.readout]
 
-    @property
+    @cached_property
     def exponents(self) -> tuple:
         """(c_A, c_B): the maximal stable rates' exponents (module docstring)."""
         cls = maximal_rates(self.optimizer, "hidden", self.init, self.p)

@@ -24,6 +24,7 @@ B₀ ≠ 0 the first step's A-gradient is an O(n^{−1/2}) fluctuation that Adam
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,7 +50,8 @@ class LoRARun:
     ``train_loss`` and ``test_loss`` (S, T + 1): ½ mean (f − y)² before each step and
     after the last; ``f_test`` (S, n_test) the final test outputs; ``z_a0`` (S, r, inputs)
     the initial Z_A⁰ = A₀ h; ``diverged`` (S,) the step at which a run's numbers stopped
-    being finite (−1: never), whose later losses are inf; ``divergence`` says where."""
+    being finite (−1: never), whose later losses are inf; ``divergence`` says where;
+    ``interrupted``: Ctrl-C stopped the run, which holds the seeds that had finished."""
 
     width: float
     eta_A: float
@@ -60,6 +62,7 @@ class LoRARun:
     z_a0: np.ndarray
     diverged: np.ndarray
     divergence: tuple
+    interrupted: bool = False
 
     @property
     def seeds(self) -> int:
@@ -85,15 +88,25 @@ def _adam_step(w, g, m, v, t, lr, betas, eps):
 
 
 def _finite(name: str, x, t: int):
-    if not np.all(np.isfinite(x)):
+    """A NaN or ±inf anywhere in ``x`` makes its sum non-finite: one reduction, no mask."""
+    if not math.isfinite(float(np.sum(x))):
+        if np.all(np.isfinite(x)):                   # the sum itself overflowed: still huge
+            return f"step {t}: {name} overflows (entries near 1e308)"
         return f"step {t}: {name} is not finite"
     return None
 
 
 def _forward(toy, phi, h, w_out, B, za0, dA):
+    """(Z_A, v, φ(v), f) on every input."""
     za = za0 + dA @ h
     v = toy.scale * (B @ za)
-    return za, v, phi.phi(v, _NP).T @ w_out
+    z = phi.phi(v, _NP)
+    return za, v, z, z.T @ w_out
+
+
+def _dphi(phi, v, z):
+    """φ′(v), from the value z = φ(v) where φ allows it (tanh: 1 − z², no second tanh)."""
+    return phi.dphi_of_value(z) if phi.dphi_of_value is not None else phi.dphi(v, _NP)
 
 
 def _one(toy: LoRAToy, task: SineTask, h, omega, B, za0, width, lr_A, lr_B, steps, tick,
@@ -117,7 +130,7 @@ def _one(toy: LoRAToy, task: SineTask, h, omega, B, za0, width, lr_A, lr_B, step
     f = np.full(len(y), np.nan)
     where = None
     for t in range(steps + 1):
-        za, v, f = _forward(toy, phi, h, w_out, B, za0, dA)
+        za, v, z, f = _forward(toy, phi, h, w_out, B, za0, dA)
         where = (_finite("Z_A = A h", za, t) or _finite("the adapter's output v", v, t)
                  or _finite("f", f, t))
         if where:
@@ -133,7 +146,7 @@ def _one(toy: LoRAToy, task: SineTask, h, omega, B, za0, width, lr_A, lr_B, step
         if t == steps:
             break
         chi = r[tr] / n_tr
-        dv = (w_out[:, None] * phi.dphi(v[:, tr], _NP)) * chi[None, :]
+        dv = (w_out[:, None] * _dphi(phi, v[:, tr], z[:, tr])) * chi[None, :]
         gB = toy.scale * (dv @ za[:, tr].T)
         dza = toy.scale * (B.T @ dv)
         gA = dza @ h[:, tr].T
@@ -231,18 +244,26 @@ def fine_tune(toy: LoRAToy, task: SineTask, width, eta_A: float, eta_B: float,
     if not limit:
         _require_memory(toy, N, len(task.y), "width")
     out = {k: [] for k in ("tr", "te", "f", "za", "div", "why")}
+    interrupted = False
     with progress_bar(progress, seeds * steps,
                       f"LoRA {'limit' if limit else f'n = {width}'}") as tick:
         for s in range(seeds):
-            rng = np.random.default_rng([seed, s, 0 if limit else width])
-            h, omega, B, za0 = _draw(toy, task, N, rng, chol)
-            if z_a0 is not None:
-                za0 = z_a0
-            with np.errstate(over="ignore", invalid="ignore"):   # reported as divergence
-                tr, te, f, div, why = _one(toy, task, h, omega, B, za0, n_eff, lr_A, lr_B,
-                                           steps, tick)
-            for k, x in zip(out, (tr, te, f, za0, div, why)):
+            try:
+                rng = np.random.default_rng([seed, s, 0 if limit else width])
+                h, omega, B, za0 = _draw(toy, task, N, rng, chol)
+                if z_a0 is not None:
+                    za0 = z_a0
+                with np.errstate(over="ignore", invalid="ignore"):   # reported as divergence
+                    result = _one(toy, task, h, omega, B, za0, n_eff, lr_A, lr_B, steps, tick)
+            except KeyboardInterrupt:
+                if not out["tr"]:
+                    raise
+                warnings.warn(f"interrupted: {len(out['tr'])} of {seeds} seeds finished; the "
+                              "run holds those (LoRARun.interrupted)", stacklevel=2)
+                interrupted = True
+                break
+            for k, x in zip(out, result[:3] + (za0,) + result[3:]):
                 out[k].append(x)
     return LoRARun(width, eta_A, eta_B, np.array(out["tr"]), np.array(out["te"]),
                    np.array(out["f"]), np.array(out["za"]), np.array(out["div"]),
-                   tuple(out["why"]))
+                   tuple(out["why"]), interrupted)
