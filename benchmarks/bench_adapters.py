@@ -17,19 +17,9 @@ import time
 
 import numpy as np
 
+from bench_tasks import copy_bandwidth
 from tp_limits.adapters.engine import fine_tune
 from tp_limits.adapters.toy import LoRAToy, input_kernel, sine_task
-
-
-def copy_bandwidth(nbytes=400_000_000, repeats=5):
-    a = np.ones(nbytes // 8)
-    b = np.empty_like(a)
-    best = math.inf
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        np.copyto(b, a)
-        best = min(best, time.perf_counter() - t0)
-    return 2 * nbytes / best
 
 
 def plain(toy, task, N, steps, rng):

@@ -64,6 +64,14 @@ class LoRARun:
     divergence: tuple
     interrupted: bool = False
 
+    @classmethod
+    def stack(cls, width, eta_A, eta_B, runs, interrupted: bool = False) -> "LoRARun":
+        """The run of per-seed tuples (train loss, test loss, f_test, Z_A⁰, diverged,
+        divergence), in seed order."""
+        tr, te, f, za, div, why = zip(*runs)
+        return cls(width, eta_A, eta_B, np.array(tr), np.array(te), np.array(f),
+                   np.array(za), np.array(div), tuple(why), interrupted)
+
     @property
     def seeds(self) -> int:
         return len(self.train_loss)
@@ -127,8 +135,6 @@ def _one(toy: LoRAToy, task: SineTask, h, omega, B, za0, width, lr_A, lr_B, step
     n_tr = task.n_train
     loss_tr = np.full(steps + 1, np.inf)
     loss_te = np.full(steps + 1, np.inf)
-    f = np.full(len(y), np.nan)
-    where = None
     for t in range(steps + 1):
         za, v, z, f = _forward(toy, phi, h, w_out, B, za0, dA)
         where = (_finite("Z_A = A h", za, t) or _finite("the adapter's output v", v, t)
@@ -175,8 +181,22 @@ def _draw(toy: LoRAToy, task: SineTask, N: int, rng, kernel_chol=None):
         A0 = toy.sigma_A / math.sqrt(N) * rng.standard_normal((toy.rank, N))
         za0 = A0 @ h
     else:
-        za0 = toy.sigma_A * (kernel_chol @ rng.standard_normal((len(task.y), toy.rank))).T
+        za0 = law_draw(toy, kernel_chol, rng)
     return h, omega, B, za0
+
+
+def law_draw(toy: LoRAToy, kernel_chol, rng) -> np.ndarray:
+    """Z_A⁰ from its limiting law: r rows iid N(0, σ_A² K), K = L Lᵀ (``kernel_chol``)."""
+    return toy.sigma_A * (kernel_chol @ rng.standard_normal((len(kernel_chol), toy.rank))).T
+
+
+def given_z_a0(toy: LoRAToy, z_a0, inputs: int) -> np.ndarray:
+    """A Z_A⁰ passed in (the conditional limit), checked to be (rank, inputs)."""
+    z_a0 = np.asarray(z_a0, float)
+    if z_a0.shape != (toy.rank, inputs):
+        raise SpecError(f"z_a0 has shape {z_a0.shape}; it must be (rank, inputs) = "
+                        f"({toy.rank}, {inputs})")
+    return z_a0
 
 
 def _chol(K):
@@ -220,31 +240,21 @@ def fine_tune(toy: LoRAToy, task: SineTask, width, eta_A: float, eta_B: float,
         raise SpecError(f"task must be a sine_task(d={toy.d}, ...) (the toy's input "
                         f"dimension), got {task!r:.80}")
     limit = width == math.inf
+    if limit and toy.readout != "mup":
+        raise SpecError(f"readout = {toy.readout!r}: the frozen readout n^(−½) amplifies a "
+                        "Θ(1) feature update to n^(½), so the adapter's features vanish in "
+                        "the stable limit (docs/theory.md §16.2); the limit is simulated for "
+                        "readout = 'mup'")
+    N = check_int(particles, "particles") if limit else width
+    _require_memory(toy, N, len(task.y), "particles" if limit else "width")
+    lr_A, lr_B = toy.rates(N, eta_A, eta_B) if limit else (eta_A, eta_B)
     chol = None
-    if limit:
-        if toy.readout != "mup":
-            raise SpecError(f"readout = {toy.readout!r}: the frozen readout n^(−½) amplifies "
-                            "a Θ(1) feature update to n^(½), so the adapter's features "
-                            "vanish in the stable limit (docs/theory.md §16.2); the limit "
-                            "is simulated for readout = 'mup'")
-        N = check_int(particles, "particles")
-        _require_memory(toy, N, len(task.y), "particles")
-        lr_A, lr_B = toy.rates(N, eta_A, eta_B)
-        if z_a0 is None:
-            chol = _chol(input_kernel(toy, task.x) if kernel is None
-                         else np.asarray(kernel, float))
-        else:
-            z_a0 = np.asarray(z_a0, float)
-            if z_a0.shape != (toy.rank, len(task.y)):
-                raise SpecError(f"z_a0 has shape {z_a0.shape}; it must be (rank, inputs) = "
-                                f"({toy.rank}, {len(task.y)})")
-        n_eff = N
-    else:
-        N, n_eff, lr_A, lr_B = width, width, eta_A, eta_B
-    if not limit:
-        _require_memory(toy, N, len(task.y), "width")
-    out = {k: [] for k in ("tr", "te", "f", "za", "div", "why")}
-    interrupted = False
+    if limit and z_a0 is None:
+        chol = _chol(input_kernel(toy, task.x) if kernel is None
+                     else np.asarray(kernel, float))
+    elif limit:
+        z_a0 = given_z_a0(toy, z_a0, len(task.y))
+    runs = []
     with progress_bar(progress, seeds * steps,
                       f"LoRA {'limit' if limit else f'n = {width}'}") as tick:
         for s in range(seeds):
@@ -254,16 +264,13 @@ def fine_tune(toy: LoRAToy, task: SineTask, width, eta_A: float, eta_B: float,
                 if z_a0 is not None:
                     za0 = z_a0
                 with np.errstate(over="ignore", invalid="ignore"):   # reported as divergence
-                    result = _one(toy, task, h, omega, B, za0, n_eff, lr_A, lr_B, steps, tick)
+                    tr, te, f, div, why = _one(toy, task, h, omega, B, za0, N, lr_A, lr_B,
+                                               steps, tick)
             except KeyboardInterrupt:
-                if not out["tr"]:
+                if not runs:
                     raise
-                warnings.warn(f"interrupted: {len(out['tr'])} of {seeds} seeds finished; the "
-                              "run holds those (LoRARun.interrupted)", stacklevel=2)
-                interrupted = True
-                break
-            for k, x in zip(out, result[:3] + (za0,) + result[3:]):
-                out[k].append(x)
-    return LoRARun(width, eta_A, eta_B, np.array(out["tr"]), np.array(out["te"]),
-                   np.array(out["f"]), np.array(out["za"]), np.array(out["div"]),
-                   tuple(out["why"]), interrupted)
+                warnings.warn(f"interrupted: {len(runs)} of {seeds} seeds finished; the run "
+                              "holds those (LoRARun.interrupted)", stacklevel=2)
+                return LoRARun.stack(width, eta_A, eta_B, runs, interrupted=True)
+            runs.append((tr, te, f, za0, div, why))
+    return LoRARun.stack(width, eta_A, eta_B, runs)

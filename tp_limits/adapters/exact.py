@@ -23,15 +23,15 @@ import numpy as np
 
 from ..errors import SpecError
 from ..spec.checks import check_int, finite_non_negative
-from .engine import LoRARun, _chol
+from .engine import LoRARun, _chol, given_z_a0, law_draw
 from .toy import LoRAToy, SineTask, input_kernel
 
 
 def exact_limit(toy: LoRAToy, task: SineTask, eta_A: float, eta_B: float,
                 steps: int = 100, seeds: int = 4, seed: int = 0, z_a0=None) -> LoRARun:
     """The limit of :func:`~.engine.fine_tune` for φ = 'id' and SGD by the recursion of
-    the module docstring: ``seeds`` draws of Z_A⁰ (the same draws as fine_tune's limit
-    with the same ``seed``), or the given ``z_a0``."""
+    the module docstring: ``seeds`` draws of Z_A⁰ from its law, or the given ``z_a0``
+    (the conditional limit)."""
     if toy.phi != "id" or toy.optimizer != "sgd" or toy.readout != "mup":
         raise SpecError(f"the exact limit needs phi = 'id', optimizer = 'sgd' and readout = "
                         f"'mup' (got {toy.phi!r}, {toy.optimizer!r}, {toy.readout!r}); "
@@ -41,15 +41,16 @@ def exact_limit(toy: LoRAToy, task: SineTask, eta_A: float, eta_B: float,
     s, so2, kappa = toy.scale, toy.sigma_out ** 2, toy.sigma_in ** 2 / toy.d
     x, y, tr, te = task.x, task.y, task.train, task.test
     chol = _chol(input_kernel(toy, x)) if z_a0 is None and toy.init != "zero_A" else None
-    out = {k: [] for k in ("tr", "te", "f", "za", "div", "why")}
+    if z_a0 is not None:
+        z_a0 = given_z_a0(toy, z_a0, len(y))
+    runs = []
     for r in range(seeds):
         if z_a0 is not None:
-            za0 = np.asarray(z_a0, float)
+            za0 = z_a0
         elif chol is None:
             za0 = np.zeros((toy.rank, len(y)))
         else:
-            rng = np.random.default_rng([seed, r, 0])
-            za0 = toy.sigma_A * (chol @ rng.standard_normal((len(y), toy.rank))).T
+            za0 = law_draw(toy, chol, np.random.default_rng([seed, r, 0]))
         beta, M = np.zeros(toy.rank), np.zeros((toy.rank, toy.d))
         loss_tr, loss_te = np.full(steps + 1, np.inf), np.full(steps + 1, np.inf)
         div, why = -1, None
@@ -68,8 +69,5 @@ def exact_limit(toy: LoRAToy, task: SineTask, eta_A: float, eta_B: float,
             chi = res[tr] / task.n_train
             beta, M = (beta - eta_B * s * za[:, tr] @ chi,
                        M - eta_A * s * so2 * np.outer(beta, chi @ x[tr]))
-        for k, v in zip(out, (loss_tr, loss_te, f[te], za0, div, why)):
-            out[k].append(v)
-    return LoRARun(math.inf, eta_A, eta_B, np.array(out["tr"]), np.array(out["te"]),
-                   np.array(out["f"]), np.array(out["za"]), np.array(out["div"]),
-                   tuple(out["why"]))
+        runs.append((loss_tr, loss_te, f[te], za0, div, why))
+    return LoRARun.stack(math.inf, eta_A, eta_B, runs)
