@@ -10,6 +10,13 @@ the same step written on the matrices (A ∈ ℝ^{r×N}, B ∈ ℝ^{N×r}, ``@``
 ratio to it; *floor*: the step's unavoidable traffic — h read three times, v, φ(v) and φ′
 written and read, 7·N·X·8 bytes — at the speed of a large NumPy copy timed here.  Also the
 input kernel's quadrature (tanh, Gauss–Hermite 96 × 96) for X inputs, paid once per sweep.
+
+    python benchmarks/bench_adapters.py --pretrained [--particles 16384,131072]
+
+A pretrained network (μP, L = 2, tanh, 20 SGD steps of batch 8; docs/theory.md §16.6): the
+seconds of phase one in the limit (the deep Monte Carlo run and the forward pass of the X
+fine-tuning inputs, ``pretrain``) against one phase-two step on the same particles, as the
+number of fine-tuning steps that cost as much.
 """
 import argparse
 import math
@@ -48,12 +55,36 @@ def plain(toy, task, N, steps, rng):
     return (time.perf_counter() - t0) / steps
 
 
+def pretrained(a):
+    """Phase one's time against a phase-two step's, on the same particles."""
+    import tp_limits as tp
+    from tp_limits.adapters import PretrainedLoRA, pretrain
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((160, 5))
+    r = tp.Routine(X, np.sin(2 * X[:, 0]), lr=0.5, batch_size=8, eval_inputs=X[:8])
+    pre = PretrainedLoRA(net=tp.MLP(tp.mup(2), 5, 1, phi="tanh"), routine=r)
+    task = sine_task(n_train=a.inputs // 2, n_test=a.inputs - a.inputs // 2)
+    print("| N | phase one (s) | phase-two step (s) | steps that cost phase one |")
+    print("|---|---|---|---|")
+    for N in (int(n) for n in a.particles.split(",")):
+        t0 = time.perf_counter()
+        base = pretrain(pre, task.x, math.inf, seed=0, particles=N)
+        one = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        fine_tune(pre, task, math.inf, 1.0, 0.05, steps=a.steps, seeds=1, base=base)
+        step = (time.perf_counter() - t0) / a.steps
+        print(f"| {N} | {one:.2f} | {step:.4f} | {one / step:.0f} |")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--particles", default="4096,16384,65536")
     ap.add_argument("--inputs", type=int, default=256)
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--pretrained", action="store_true")
     a = ap.parse_args()
+    if a.pretrained:
+        return pretrained(a)
     toy = LoRAToy()
     task = sine_task(n_train=a.inputs // 2, n_test=a.inputs - a.inputs // 2)
     X = len(task.y)

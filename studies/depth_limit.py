@@ -17,7 +17,6 @@ they finish (a temporary file renamed into place), so an interrupted study keeps
 """
 import argparse
 import json
-import os
 import time
 import warnings
 
@@ -25,6 +24,7 @@ import numpy as np
 
 import tp_limits as tp
 from tp_limits.analysis.pooling import pool, pseudo_values
+from tp_limits.engine.atomic import write_json
 from tp_limits.spec import Problem
 
 RULES = {"Depth-μP (α = ½, γ = 0)": tp.Residual.depth_mup("sgd"),
@@ -64,13 +64,6 @@ def held_out_loss(net, routine, particles, replicates):
 
     pv = pseudo_values(problem, runs, measure)
     return measure(pool(problem, runs)), float(np.std(pv, ddof=1) / np.sqrt(len(pv))), None
-
-
-def save(path, rows):
-    tmp = f"{path}.part"
-    with open(tmp, "w") as fh:
-        json.dump(rows, fh, indent=1)
-    os.replace(tmp, path)
 
 
 def plot(path, rows):
@@ -144,7 +137,7 @@ def main():
                     prev = (loss, se)
                 print(f"| {rule} | {K} | {cell} | {change} | {dt:.0f} s |", flush=True)
                 if args.json:
-                    save(args.json, rows)
+                    write_json(args.json, rows)
     except KeyboardInterrupt:
         print(f"\ninterrupted: {len(rows)} rows finished"
               + (f" and saved in {args.json}" if args.json else ""))

@@ -42,6 +42,7 @@ from scipy import stats
 from tp_limits.adapters.engine import fine_tune
 from tp_limits.adapters.sweep import RateSweep, rate_sweep
 from tp_limits.adapters.toy import LoRAToy, sine_task
+from tp_limits.engine.atomic import write_json
 
 ETA_A = tuple(2.0 ** k for k in range(2, 10))
 ETA_B = tuple(2.0 ** k for k in range(-8, 0))
@@ -95,10 +96,7 @@ def convergence(a):
                              "se": se, "dof": dof,
                              "z": (m - m0) / math.hypot(se, se0)}
         print(n, rows["widths"][n]["rms"], rows["widths"][n]["z"], flush=True)
-        tmp = "lora_convergence.json.tmp"
-        with open(tmp, "w") as fh:
-            json.dump(rows, fh, indent=1)
-        os.replace(tmp, "lora_convergence.json")
+        write_json("lora_convergence.json", rows)
     fit = stats.linregress(np.log(widths), np.log([rows["widths"][n]["rms"]
                                                    for n in widths]))
     print(f"rms slope {fit.slope:.3f} ± {fit.stderr:.3f} ({len(widths) - 2} dof)")

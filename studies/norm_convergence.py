@@ -19,13 +19,12 @@ interrupted study keeps them.
 """
 import argparse
 import itertools
-import json
-import os
 import time
 
 import numpy as np
 
 import tp_limits as tp
+from tp_limits.engine.atomic import write_json
 
 D1 = dict(X=np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 0.0]]), Y=np.array([[1.0], [-1.0], [1.0]]),
           eval_inputs=np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 1.0]]))
@@ -81,10 +80,7 @@ def main():
               f"{cfg['arch']} | {row['exponent']:+.2f} ± {row['exponent_ci']:.2f} | "
               f"{row['rms'][-1]:.2e} | {row['widest_gap_z']:.2f} | {row['seconds']:.0f} |",
               flush=True)
-        tmp = a.json + ".tmp"
-        with open(tmp, "w") as fh:
-            json.dump(rows, fh, indent=1)
-        os.replace(tmp, a.json)
+        write_json(a.json, rows)
 
 
 if __name__ == "__main__":

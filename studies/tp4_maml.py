@@ -38,24 +38,17 @@ readout zeroed, and with A rescaled to its initial norm as well.
 import argparse
 import json
 import math
-import os
 import time
 
 import numpy as np
 from scipy import stats
 
 import tp_limits as tp
+from tp_limits.engine.atomic import write_json
 from tp_limits.tasks.maml import MAML, maml_network, meta_test, train_maml
 
 INNER = (1.0, 4.0, 16.0)
 OUTER = (0.003, 0.01, 0.03, 0.1)
-
-
-def save(path, rows):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(rows, fh, indent=1)
-    os.replace(tmp, path)
 
 
 def interval(v):
@@ -231,7 +224,7 @@ def main():
                                  accuracy=float(np.mean(r.accuracy)),
                                  test_loss_gap=gaps[key][-1] if key in gaps else None,
                                  complete=r.status.complete))
-            save(a.json, rows)
+            write_json(a.json, rows)
             print(f"seed {seed} done in {time.perf_counter() - t0:.0f} s", flush=True)
         report(rows, shots, widths)
         rms = [np.sqrt(np.mean(np.square(gaps[w]))) for w in widths]

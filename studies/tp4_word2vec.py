@@ -28,21 +28,20 @@ Rows go to the JSON file as they finish (a temporary file renamed into place).
 import argparse
 import json
 import math
-import os
 import time
 
 import numpy as np
 from scipy import stats
 
 import tp_limits as tp
-from tp_limits.tasks import CBOWStream, Vocabulary, analogy_scores, cbow_network, train_cbow
-
-
-def save(path, rows):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(rows, fh, indent=1)
-    os.replace(tmp, path)
+from tp_limits.engine.atomic import write_json
+from tp_limits.tasks import (
+    CBOWStream,
+    Vocabulary,
+    analogy_scores,
+    cbow_network,
+    train_cbow,
+)
 
 
 def slope(widths, values):
@@ -97,7 +96,7 @@ def analogies(a, tokens, questions):
                              final_loss=float(r.loss[-50:].mean()),
                              seconds=time.perf_counter() - t0))
             print(rows[-1], flush=True)
-            save(a.json, rows)
+            write_json(a.json, rows)
     report(rows, a.widths)
 
 
@@ -167,7 +166,7 @@ def convergence(a, tokens):
             if w == a.widths[-1]:
                 loss_diff.append(float(r.loss[-50:].mean() - lim.loss[-50:].mean()))
             rows.append(dict(seed=seed, width=w, output_gap=gaps[w][-1]))
-            save(a.json, rows)
+            write_json(a.json, rows)
         print(f"seed {seed}: " + ", ".join(f"{w}: {gaps[w][-1]:.4f}" for w in a.widths),
               flush=True)
     rms = [float(np.sqrt(np.mean(np.square(gaps[w])))) for w in a.widths]

@@ -183,35 +183,48 @@ def test_relu_kernel_is_the_monte_carlo_covariance_of_the_features():
 RATES = (4.0, 0.05)        # (η̄_A, η̄_B), Adam
 
 
+def conditional_slope(net, task, rates, steps, limit_args, widths=(64, 256, 1024),
+                      networks=3) -> tuple:
+    """(slope, gaps): the rms distance of ``networks`` networks' final test outputs from
+    the conditional limit given each one's own Z_A⁰ (``limit_args(k)``: the limit's
+    particles or pretrained base for network k), fitted against log n."""
+    gaps = []
+    for n in widths:
+        run = fine_tune(net, task, n, *net.rates(n, *rates), steps=steps, seeds=networks)
+        d = [np.mean((fine_tune(net, task, math.inf, *rates, steps=steps, seeds=1,
+                                z_a0=run.z_a0[k], **limit_args(k)).f_test[0]
+                      - run.f_test[k]) ** 2) for k in range(networks)]
+        gaps.append(math.sqrt(np.mean(d)))
+    return np.polyfit(np.log(widths), np.log(gaps), 1)[0], gaps
+
+
+def widest_mean_gap(net, task, width, rates, steps, seeds, particles) -> tuple:
+    """(|gap|, combined SE, limit's dof): the seeds' mean final test loss at ``width``
+    against the limit's mean over ``seeds`` replicates."""
+    lim = fine_tune(net, task, math.inf, *rates, steps=steps, seeds=seeds,
+                    particles=particles)
+    m, se, dof = lim.mean_se()
+    wide = fine_tune(net, task, width, *net.rates(width, *rates), steps=steps, seeds=seeds)
+    mw, sw, _ = wide.mean_se()
+    return abs(mw - m), math.hypot(se, sw), dof
+
+
 def test_networks_approach_their_conditional_limit_like_root_n():
     """A network's own Z_A⁰ fed to the limit: the rms gap of the test outputs falls like
     n^(−1/2) (slope within ±0.2 over n = 64 … 1024, 3 networks per width)."""
-    toy = LoRAToy()
-    task = sine_task(n_train=32, n_test=32, seed=8)
-    widths, gaps = (64, 256, 1024), []
-    for n in widths:
-        run = fine_tune(toy, task, n, *toy.rates(n, *RATES), steps=20, seeds=3)
-        d = []
-        for k in range(3):
-            lim = fine_tune(toy, task, math.inf, *RATES, steps=20, seeds=1, seed=50 + k,
-                            particles=32768, z_a0=run.z_a0[k])
-            d.append(np.mean((lim.f_test[0] - run.f_test[k]) ** 2))
-        gaps.append(math.sqrt(np.mean(d)))
-    slope = np.polyfit(np.log(widths), np.log(gaps), 1)[0]
+    slope, gaps = conditional_slope(
+        LoRAToy(), sine_task(n_train=32, n_test=32, seed=8), RATES, 20,
+        lambda k: {"seed": 50 + k, "particles": 32768})
     assert -0.7 < slope < -0.3, (gaps, slope)
 
 
 def test_widest_network_mean_agrees_with_the_limit_mean():
     """Seeds' mean final test loss at n = 2048 within 5 combined standard errors of the
-    limit's mean over Z_A⁰ (15 dof each); n = 32's mean is further off."""
-    toy = LoRAToy()
-    task = sine_task(n_train=32, n_test=32, seed=9)
-    lim = fine_tune(toy, task, math.inf, *RATES, steps=20, seeds=16, particles=8192)
-    m, se, dof = lim.mean_se()
+    limit's mean over Z_A⁰ (15 dof each)."""
+    gap, se, dof = widest_mean_gap(LoRAToy(), sine_task(n_train=32, n_test=32, seed=9), 2048,
+                                   RATES, 20, 16, 8192)
     assert dof == 15
-    wide = fine_tune(toy, task, 2048, *toy.rates(2048, *RATES), steps=20, seeds=16)
-    mw, sw, _ = wide.mean_se()
-    assert abs(mw - m) < 5 * math.hypot(se, sw)
+    assert gap < 5 * se
 
 
 def test_the_limit_refuses_what_it_does_not_simulate():
@@ -392,3 +405,153 @@ def test_ctrl_c_keeps_the_finished_widths_of_a_sweep(monkeypatch):
 def test_bad_toy_arguments_are_named(kwargs, name):
     with pytest.raises(SpecError, match=name):
         LoRAToy(**kwargs)
+
+
+# -- a pretrained network, fine-tuned through an adapter on W^L -------------------------------
+def _pretrained(d=5, steps=10, lr=0.5, **adapter):
+    """A μP tanh MLP (L = 2) pretrained on y = sin(2 ξ₁), batches of 8, with an adapter."""
+    import tp_limits as tp
+    from tp_limits.adapters import PretrainedLoRA
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((8 * steps, d))
+    r = tp.Routine(X, np.sin(2 * X[:, 0]), lr=lr, batch_size=8, eval_inputs=X[:8])
+    return PretrainedLoRA(net=tp.MLP(tp.mup(2), d, 1, phi="tanh"), routine=r, **adapter)
+
+
+@pytest.mark.parametrize("layer", ["hidden", "readout"])
+def test_a_pretrained_network_fine_tuned_through_its_adapter_is_the_matrix_network(layer):
+    """The coordinates pretrain() reads off a trained network, stepped by _one, equal the
+    network written as matrices — f = α W³ tanh((W² + s B A) tanh(W¹ ξ)), or
+    α (W³ + s B A) tanh(W² tanh(W¹ ξ)) on the readout: its loss, and its loss after one SGD
+    step on A and B by central differences."""
+    import tp_limits as tp
+    from tp_limits.adapters import pretrain
+    pre = _pretrained(steps=3, rank=2, optimizer="sgd", init="gaussian", alpha=3.0,
+                      layer=layer)
+    task = sine_task(n_train=6, n_test=3, seed=2)
+    n = 12
+    W = tp.train_finite(pre.net, pre.routine, n, seed=7, keep_weights=True,
+                        record=()).weights.final
+    base = pretrain(pre, task.x, n, seed=7)
+    rng = np.random.default_rng(1)
+    A0 = rng.standard_normal((2, n)) / math.sqrt(n)
+    B0 = rng.standard_normal((n if layer == "hidden" else 1, 2))
+    x, y = task.x[task.train], task.y[task.train]
+    alpha = pre.net.output_multiplier
+
+    def loss(A, B):
+        if layer == "hidden":
+            f = W[2] @ np.tanh((W[1] + pre.scale * B @ A) @ np.tanh(W[0] @ x.T))
+        else:
+            f = (W[2] + pre.scale * B @ A) @ np.tanh(W[1] @ np.tanh(W[0] @ x.T))
+        return 0.5 * np.mean((alpha * f[0] - y) ** 2)
+
+    lr_A, lr_B = 1e-2, 2e-2
+    tr, *_ = _one(pre, task, base.features, base.omega, B0, A0 @ base.features, n, lr_A,
+                  lr_B, 1, lambda t: None, pre=base.pre)
+    e = 1e-6
+    grads = []
+    for P in (A0, B0):
+        g = np.zeros_like(P)
+        for idx in np.ndindex(P.shape):
+            d = np.zeros_like(P)
+            d[idx] = e
+            g[idx] = ((loss(A0 + d, B0) - loss(A0 - d, B0)) if P is A0 else
+                      (loss(A0, B0 + d) - loss(A0, B0 - d))) / (2 * e)
+        grads.append(g)
+    assert tr[0] == pytest.approx(loss(A0, B0), rel=1e-12)
+    assert tr[1] == pytest.approx(loss(A0 - lr_A * grads[0], B0 - lr_B * grads[1]), rel=1e-8)
+
+
+def test_a_pretrained_base_outputs_the_pretrained_network():
+    """A width-n base's mean(ω φ(pre)) is train_finite's output (1e-12); four limit bases
+    (own particles each, 3 dof) agree with simulate_limit (8 replicates) within 5 combined
+    standard errors on every input."""
+    import tp_limits as tp
+    from tp_limits.adapters import pretrain
+    pre = _pretrained(steps=6)
+    x = sine_task(n_train=4, n_test=4, seed=5).x
+    phi = pre.net.nonlinearity
+    r = pre.routine
+    ev = tp.Routine(r.X, r.Y, lr=r.lr, batch_size=8, eval_inputs=x)
+    fin = tp.train_finite(pre.net, ev, 64, seed=3, record=())
+    np.testing.assert_allclose(pretrain(pre, x, 64, seed=3).output(phi), fin.f_eval[-1, :, 0],
+                               rtol=1e-12, atol=1e-14)
+    outs = np.array([pretrain(pre, x, math.inf, seed=s, particles=8192).output(phi)
+                     for s in range(4)])
+    lim = tp.simulate_limit(pre.net, ev, particles=8192, replicates=8, record=())
+    se = np.hypot(outs.std(axis=0, ddof=1) / 2, lim.f_eval_se[-1, :, 0])
+    assert np.all(np.abs(outs.mean(axis=0) - lim.f_eval[-1, :, 0]) < 5 * se)
+
+
+PRE_RATES = (4.0, 0.05)      # (η̄_A, η̄_B), Adam
+
+
+def test_pretrained_networks_approach_their_conditional_limit_like_root_n():
+    """Pretrained networks' own Z_A⁰ fed to the limit of the pretrained particles (one
+    set for every network): the rms gap of the fine-tuned test outputs falls like n^(−1/2)
+    (slope within ±0.2 over n = 64 … 1024, 3 networks per width)."""
+    from tp_limits.adapters import pretrain
+    pre = _pretrained()
+    task = sine_task(n_train=16, n_test=16, seed=3)
+    base = pretrain(pre, task.x, math.inf, seed=5, particles=32768)
+    slope, gaps = conditional_slope(pre, task, PRE_RATES, 15, lambda k: {"base": base})
+    assert -0.7 < slope < -0.3, (gaps, slope)
+
+
+@pytest.mark.parametrize("layer", ["hidden", "readout"])
+def test_pretrained_widest_mean_agrees_with_the_limit_mean(layer):
+    """Seeds' mean final test loss at n = 1024 (each network pretrained, then adapted)
+    within 5 combined standard errors of the limit's mean over pretraining particles and
+    Z_A⁰ (7 dof each)."""
+    gap, se, dof = widest_mean_gap(_pretrained(layer=layer), sine_task(n_train=16, n_test=16,
+                                                                       seed=4),
+                                   1024, PRE_RATES, 15, 8, 8192)
+    assert dof == 7
+    assert gap < 5 * se
+
+
+def test_what_the_pretrained_adapter_does_not_take_is_named():
+    import tp_limits as tp
+    from tp_limits.adapters import PretrainedLoRA, pretrain
+    pre = _pretrained(steps=2)
+    r, X = pre.routine, pre.routine.X
+    with pytest.raises(SpecError, match="L = 1"):
+        PretrainedLoRA(net=tp.MLP(tp.mup(1), 5, 1), routine=r)
+    with pytest.raises(SpecError, match="biases"):
+        PretrainedLoRA(net=tp.MLP(tp.mup(2), 5, 1, bias=True), routine=r)
+    with pytest.raises(SpecError, match="μP readout"):
+        PretrainedLoRA(net=tp.MLP(tp.ntp(2, c=0), 5, 1), routine=r)
+    with pytest.raises(SpecError, match="linear in the"):
+        PretrainedLoRA(net=pre.net, routine=tp.Routine(X, r.Y, lr=0.1, batch_size=8,
+                                                       optimizer=tp.Adam()))
+    with pytest.raises(SpecError, match="rank"):
+        PretrainedLoRA(net=pre.net, routine=r, rank=0)
+    with pytest.raises(SpecError, match="layer"):
+        PretrainedLoRA(net=pre.net, routine=r, layer="input")
+    task = sine_task(n_train=4, n_test=4)
+    base = pretrain(pre, task.x, 16)
+    with pytest.raises(SpecError, match="width 16"):
+        fine_tune(pre, task, 32, 1.0, 1.0, steps=1, base=base)
+    with pytest.raises(SpecError, match="input kernel"):
+        fine_tune(pre, task, math.inf, 1.0, 1.0, steps=1, kernel=np.eye(8))
+    with pytest.raises(SpecError, match="pretrained"):
+        fine_tune(LoRAToy(), task, 16, 1.0, 1.0, steps=1, base=base)
+    with pytest.raises(SpecError, match="x has shape"):
+        pretrain(pre, task.x[:, :3], 16)
+    from tp_limits.adapters import adapter_coord_check, exact_limit, rate_sweep
+    for f in (lambda: exact_limit(pre, task, 1.0, 1.0),
+              lambda: adapter_coord_check(pre, task, (16, 32), 1.0, 1.0),
+              lambda: rate_sweep(pre, task, (16,), (1.0,), (1.0,))):
+        with pytest.raises(SpecError, match="built for the toy"):
+            f()
+
+
+def test_a_pretraining_that_diverges_says_so_with_its_step():
+    from tp_limits.errors import DivergenceError
+    pre = _pretrained(steps=4, lr=1e6)
+    task = sine_task(n_train=4, n_test=4)
+    for width in (32, math.inf):
+        with pytest.raises(DivergenceError, match="while pretraining") as err:
+            fine_tune(pre, task, width, 1.0, 0.05, steps=2, seeds=1, particles=1024)
+        assert err.value.step >= 0

@@ -26,7 +26,10 @@ from tp_limits.experiment.runner import read_toml
 from tp_limits.spec.layers import RMSNorm
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE_TOMLS = sorted((ROOT / "examples" / "experiments").glob("*.toml"))
+# the files `tp-limits run` runs; those with an [adapter] are `tp-limits adapt`'s
+# (tests/test_adapt_experiment.py)
+EXAMPLE_TOMLS = sorted(p for p in (ROOT / "examples" / "experiments").glob("*.toml")
+                       if "[adapter]" not in p.read_text(encoding="utf-8"))
 
 SMALL = {
     "parametrization": {"preset": "mup", "L": 2},

@@ -177,6 +177,39 @@ def _cmd_sweep(args) -> int:
     return 0
 
 
+def _cmd_adapt(args) -> int:
+    from .experiment import load, run_adapt, write_adapt_report
+    from .experiment.report import check_output_folder, claimed_output
+
+    exp = load(args.config)
+    if not exp.adapter:
+        raise TPError(f"{args.config} has no [adapter] section (give adapter.eta_A and "
+                      "adapter.eta_B)")
+    check_output_folder(args.out, args.force)
+    a = exp.adapter
+    pre = a["pre"]
+    line = (f"{exp.name}\n  pretrain {exp.net.param.label}, L = {exp.net.L}, phi = "
+            f"{exp.net.phi}, {exp.routine.steps} steps; then LoRA (r = {pre.rank}) on the "
+            f"{pre.layer} layer, {pre.optimizer}, {a['steps']} steps; limit: "
+            f"{a['particles']:,} particles x {a['replicates']} replicates"
+            + (f"; finite: widths {list(exp.finite['widths'])} x {exp.finite['seeds']} seeds"
+               if exp.finite else ""))
+    if args.check:
+        print(f"{args.config}: valid adapter experiment\n{line}")
+        return 0
+    print(line)
+    with claimed_output(args.out):
+        res = run_adapt(exp, progress=True)
+        files = write_adapt_report(res, args.out, force=args.force)
+    if not res.complete:
+        print(f"tp-limits: interrupted {res.interrupted}; wrote the PARTIAL result "
+              f"({len(files)} files) to {args.out}/", file=sys.stderr)
+        return 130
+    print(res.table())
+    print(f"wrote {len(files)} files to {args.out}/ (summary.md, runs.json, figures/)")
+    return 0
+
+
 def _widths(text: str) -> list:
     """--widths: comma-separated positive integers (argparse reports a bad one)."""
     try:
@@ -248,6 +281,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_args(ps, "tp_limits_sweep")
     ps.add_argument("--check", action="store_true", help="validate only, run nothing")
     ps.set_defaults(func=_cmd_sweep)
+
+    pa = sub.add_parser("adapt", help="pretrain, then fine-tune the [adapter] of an experiment "
+                                      "file, finite and in the limit")
+    pa.add_argument("config", help="path of the experiment .toml (with an [adapter] section)")
+    _add_output_args(pa, "tp_limits_adapt")
+    pa.add_argument("--check", action="store_true", help="validate only, run nothing")
+    pa.set_defaults(func=_cmd_adapt)
     return ap
 
 

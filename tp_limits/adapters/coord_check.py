@@ -21,7 +21,7 @@ import numpy as np
 from ..spec.checks import check_int, check_sequence
 from .exponents import NEG, classify_adapter
 from .engine import _draw, _one
-from .toy import LoRAToy, SineTask
+from .toy import LoRAToy, SineTask, require_toy
 
 #: the measured quantities, in the order of :class:`~.exponents.Step`'s fields
 QUANTITIES = ("dZA", "dB", "delta1", "delta2", "dZB", "df")
@@ -64,6 +64,7 @@ def adapter_coord_check(toy: LoRAToy, task: SineTask, widths, eta_A: float, eta_
                         seed: int = 0) -> AdapterCoordCheck:
     """Measure the update sizes of the module docstring at ``widths`` with the rates
     η̄ n^{−c} (default exponents: the toy's maximal stable rates)."""
+    toy = require_toy(toy, "adapter_coord_check")
     widths = tuple(check_int(n, "widths") for n in check_sequence(widths, "widths",
                                                                   "positive integers"))
     steps, seeds = check_int(steps, "steps"), check_int(seeds, "seeds")

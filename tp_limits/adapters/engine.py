@@ -20,6 +20,10 @@ its mean over Z_A⁰ by independent replicates; given Z_A⁰ (``z_a0``) the limi
 deterministic (the conditional limit) unless Adam normalizes a vanishing gradient: with
 B₀ ≠ 0 the first step's A-gradient is an O(n^{−1/2}) fluctuation that Adam turns into
 Θ(1) signs, a second random input the replicates then also average over.
+
+A pretrained network's adapter on W^L (pretrained.py, docs/theory.md §16.6) is the same
+system with h = x^{L−1}, ω = α n W^{L+1} and the frozen pre-activation added,
+v_i = (W^L x^{L−1})_i + (α/r) B_i·Z_A.
 """
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ from ..errors import SpecError
 from ..nonlinearities import get_nonlinearity
 from ..spec.checks import check_int, finite_non_negative
 from ..spec.optimizers.adam import AdamHyper, _adam
+from .pretrained import Base, PretrainedLoRA, pretrain
 from .toy import LoRAToy, SineTask, check_width, input_kernel
 
 _NP = numpy_backend()
@@ -104,26 +109,63 @@ def _finite(name: str, x, t: int):
     return None
 
 
-def _forward(toy, phi, h, w_out, B, za0, dA):
-    """(Z_A, v, φ(v), f) on every input."""
-    za = za0 + dA @ h
-    v = toy.scale * (B @ za)
-    z = phi.phi(v, _NP)
-    return za, v, z, z.T @ w_out
-
-
 def _dphi(phi, v, z):
     """φ′(v), from the value z = φ(v) where φ allows it (tanh: 1 − z², no second tanh)."""
     return phi.dphi_of_value(z) if phi.dphi_of_value is not None else phi.dphi(v, _NP)
 
 
-def _one(toy: LoRAToy, task: SineTask, h, omega, B, za0, width, lr_A, lr_B, steps, tick,
-         watch=None):
-    """One run of the module docstring's step on the coordinates (h, ω, B₀) with Z_A⁰;
+class _HiddenHead:
+    """The adapter on a hidden matrix: v_i = p_i + (α/r) B_i·Z_A (p the frozen
+    pre-activation, or 0), f = Σ_i W_out,i φ(v_i), W_out = ω N^{−p}; its backward pass gives
+    δZ_A = (α/r) Σ_i δv_i B_i and ∂B_i = (α/r) Σ_ξ δv_i Z_A."""
+
+    def __init__(self, toy, h, omega, pre):
+        self.phi, self.s, self.pre = get_nonlinearity(toy.phi), toy.scale, pre
+        self.w_out = omega * len(omega) ** -float(toy.p)
+        self.v = self.z = None
+
+    def forward(self, za, B):
+        v = self.s * (B @ za)
+        if self.pre is not None:
+            v += self.pre
+        self.v, self.z = v, self.phi.phi(v, _NP)
+        return self.z.T @ self.w_out
+
+    def check(self, t: int):
+        return _finite("the adapter's output v", self.v, t)
+
+    def backward(self, B, za, chi, tr):
+        dv = (self.w_out[:, None] * _dphi(self.phi, self.v[:, tr], self.z[:, tr])) * chi[None, :]
+        return self.s * (B.T @ dv), self.s * (dv @ za[:, tr].T)
+
+
+class _ReadoutHead:
+    """The adapter on the readout (docs/theory.md §16.6): f = f₀ + α_out (α/r) B·Z_A with
+    B ∈ ℝ^{1×r} and f₀ = mean over coordinates of ω x^L the frozen network's output;
+    δZ_A = α_out (α/r) Bᵀ χ and ∂B = α_out (α/r) Σ_ξ χ Z_Aᵀ."""
+
+    def __init__(self, toy, h, omega, pre):
+        self.f0 = h.T @ omega / len(omega)
+        self.c = toy.net.output_multiplier * toy.scale
+        self.v = None
+
+    def forward(self, za, B):
+        return self.f0 + self.c * (B @ za)[0]
+
+    def check(self, t: int):
+        return None
+
+    def backward(self, B, za, chi, tr):
+        return self.c * (B.T @ chi[None, :]), self.c * (chi[None, :] @ za[:, tr].T)
+
+
+def _one(toy, task: SineTask, h, omega, B, za0, width, lr_A, lr_B, steps, tick,
+         watch=None, pre=None):
+    """One run of the module docstring's step on the coordinates (h, ω, B₀) with Z_A⁰
+    (and the frozen pre-activation ``pre`` of a pretrained network's hidden adapter);
     ``watch(t, Z_A, v, f, B)``, if given, sees every forward pass t = 0..steps."""
-    phi = get_nonlinearity(toy.phi)
+    head = (_ReadoutHead if toy.position == "readout" else _HiddenHead)(toy, h, omega, pre)
     N = h.shape[0]
-    w_out = omega * N ** -float(toy.p)
     eps_A, eps_B = toy.eps_scales(width)
     dA = np.zeros((toy.rank, N))
     B = B.copy()
@@ -136,9 +178,9 @@ def _one(toy: LoRAToy, task: SineTask, h, omega, B, za0, width, lr_A, lr_B, step
     loss_tr = np.full(steps + 1, np.inf)
     loss_te = np.full(steps + 1, np.inf)
     for t in range(steps + 1):
-        za, v, z, f = _forward(toy, phi, h, w_out, B, za0, dA)
-        where = (_finite("Z_A = A h", za, t) or _finite("the adapter's output v", v, t)
-                 or _finite("f", f, t))
+        za = za0 + dA @ h
+        f = head.forward(za, B)
+        where = _finite("Z_A = A h", za, t) or head.check(t) or _finite("f", f, t)
         if where:
             return loss_tr, loss_te, f[te], t, where
         r = f - y
@@ -148,13 +190,10 @@ def _one(toy: LoRAToy, task: SineTask, h, omega, B, za0, width, lr_A, lr_B, step
             return loss_tr, loss_te, f[te], t, where
         loss_tr[t], loss_te[t] = losses
         if watch is not None:
-            watch(t, za, v, f, B.copy())
+            watch(t, za, head.v, f, B.copy())
         if t == steps:
             break
-        chi = r[tr] / n_tr
-        dv = (w_out[:, None] * _dphi(phi, v[:, tr], z[:, tr])) * chi[None, :]
-        gB = toy.scale * (dv @ za[:, tr].T)
-        dza = toy.scale * (B.T @ dv)
+        dza, gB = head.backward(B, za, r[tr] / n_tr, tr)
         gA = dza @ h[:, tr].T
         if adam:
             dA, mA, vA = _adam_step(dA, gA, mA, vA, t + 1, lr_A, toy.betas, eps_A)
@@ -167,22 +206,31 @@ def _one(toy: LoRAToy, task: SineTask, h, omega, B, za0, width, lr_A, lr_B, step
 
 
 def _draw(toy: LoRAToy, task: SineTask, N: int, rng, kernel_chol=None):
-    """(h, ω, B₀, Z_A⁰) of N coordinates: Z_A⁰ = A₀ h for a network (``kernel_chol`` None),
-    else drawn from its limiting law N(0, σ_A² K) per row."""
+    """(h, ω, B₀, Z_A⁰) of N coordinates of the toy: Z_A⁰ = A₀ h for a network
+    (``kernel_chol`` None), else drawn from its limiting law N(0, σ_A² K) per row."""
     phi = get_nonlinearity(toy.phi)
     w = toy.sigma_in / math.sqrt(toy.d) * rng.standard_normal((N, toy.d))
     h = phi.phi(w @ task.x.T, _NP)
     omega = toy.sigma_out * rng.standard_normal(N)
-    B = (toy.sigma_B * rng.standard_normal((N, toy.rank)) if toy.init != "zero_B"
-         else np.zeros((N, toy.rank)))
+    return (h, omega) + _adapter_draw(toy, h, rng, kernel_chol)
+
+
+def _adapter_draw(toy, h, rng, kernel_chol=None):
+    """(B₀, Z_A⁰) of the adapter on the N coordinates whose features A reads are h
+    (N × inputs): Z_A⁰ = A₀ h with A₀'s entries N(0, σ_A²/N) (``kernel_chol`` None), or
+    drawn from its law (the limit)."""
+    N, inputs = h.shape
+    rows = 1 if toy.position == "readout" else N          # B's fan-out: d_out = 1, or n
+    B = (toy.sigma_B * rng.standard_normal((rows, toy.rank)) if toy.init != "zero_B"
+         else np.zeros((rows, toy.rank)))
     if toy.init == "zero_A":
-        za0 = np.zeros((toy.rank, len(task.y)))
+        za0 = np.zeros((toy.rank, inputs))
     elif kernel_chol is None:
         A0 = toy.sigma_A / math.sqrt(N) * rng.standard_normal((toy.rank, N))
         za0 = A0 @ h
     else:
         za0 = law_draw(toy, kernel_chol, rng)
-    return h, omega, B, za0
+    return B, za0
 
 
 def law_draw(toy: LoRAToy, kernel_chol, rng) -> np.ndarray:
@@ -205,30 +253,55 @@ def _chol(K):
     return vecs * np.sqrt(np.clip(vals, 0.0, None))
 
 
-def _bytes(toy: LoRAToy, N: int, inputs: int) -> float:
-    """What one run holds: h, v, φ(v) and φ′ over (N × inputs), the r-columns of B, ΔA and
-    their Adam moments, and the input kernel with its square root."""
-    return 8.0 * (4 * N * inputs + 8 * N * toy.rank + 2 * inputs * inputs)
+def _bytes(toy, N: int, inputs: int) -> float:
+    """What one run holds: h, v, φ(v) and φ′ over (N × inputs) (and a pretrained
+    network's frozen pre-activation), the r-columns of B, ΔA and their Adam moments, and
+    the input kernel with its square root."""
+    per_input = 5 if isinstance(toy, PretrainedLoRA) else 4
+    return 8.0 * (per_input * N * inputs + 8 * N * toy.rank + 2 * inputs * inputs)
 
 
-def _require_memory(toy: LoRAToy, N: int, inputs: int, what: str) -> None:
+def _require_memory(toy, N: int, inputs: int, what: str) -> None:
     per = _bytes(toy, 2, inputs) - _bytes(toy, 1, inputs)
     fits = int((usable_bytes() - _bytes(toy, 0, inputs)) // per)
     require_memory(_bytes(toy, N, inputs), f"fine-tuning at {N} {what} on {inputs} inputs",
                    largest=f"at most about {max(fits, 0)} {what} fit")
 
 
-def fine_tune(toy: LoRAToy, task: SineTask, width, eta_A: float, eta_B: float,
+def _pretrain_seed(seed: int, s: int, width) -> int:
+    """The pretraining's seed of replicate or network ``s``: one integer from the run's
+    seed, s and the width (0 for the limit), apart from the adapter's stream."""
+    return int(np.random.SeedSequence([seed, s, 0 if width == math.inf else width, 2])
+               .generate_state(1)[0])
+
+
+def _check_base(base, width, inputs: int):
+    """A :class:`~.pretrained.Base` passed in: of this width, on the task's inputs."""
+    if not isinstance(base, Base):
+        raise SpecError(f"base must be a tp.adapters.pretrain(...) result, got {base!r:.80}")
+    if base.width != width:
+        raise SpecError(f"base is of width {base.width}, the run of width {width}")
+    if base.features.shape[1] != inputs:
+        raise SpecError(f"base holds {base.features.shape[1]} inputs, the task {inputs}")
+    return base
+
+
+def fine_tune(toy, task: SineTask, width, eta_A: float, eta_B: float,
               steps: int = 100, seeds=4, seed: int = 0, particles: int = DEFAULT_PARTICLES,
-              z_a0=None, kernel=None, progress: bool = False) -> LoRARun:
+              z_a0=None, kernel=None, base=None, progress: bool = False) -> LoRARun:
     """Fine-tune the adapter of ``toy`` on ``task`` with full-batch steps.
+
+    ``toy`` a :class:`~.toy.LoRAToy`, or a :class:`~.pretrained.PretrainedLoRA`: each seed
+    then first pretrains its network (or, in the limit, its particles) on the routine
+    (:func:`~.pretrained.pretrain`), unless ``base`` gives one pretrained network (or
+    particle set) for every seed.
 
     ``width`` an integer n: ``seeds`` networks, with the rates (η_A, η_B) = (``eta_A``,
     ``eta_B``) as given.  ``width=math.inf``: ``seeds`` replicates of the limit on
     ``particles`` particles, with the width-free (η̄_A, η̄_B) = (``eta_A``, ``eta_B``) and
     Z_A⁰ drawn from its law, or fixed to ``z_a0`` (r × inputs, e.g. a network's
     ``LoRARun.z_a0[k]``: the conditional limit).  The limit needs the μP readout;
-    ``kernel``, the task's :func:`~.toy.input_kernel` if already computed, saves its
+    ``kernel``, the toy task's :func:`~.toy.input_kernel` if already computed, saves its
     quadrature (seconds for hundreds of inputs and a φ without closed form).
     """
     width = check_width(width)
@@ -236,36 +309,54 @@ def fine_tune(toy: LoRAToy, task: SineTask, width, eta_A: float, eta_B: float,
     seeds = check_int(seeds, "seeds")
     eta_A = finite_non_negative(eta_A, "eta_A")
     eta_B = finite_non_negative(eta_B, "eta_B")
-    if not isinstance(task, SineTask) or task.x.shape[1] != toy.d:
-        raise SpecError(f"task must be a sine_task(d={toy.d}, ...) (the toy's input "
+    pretrained = isinstance(toy, PretrainedLoRA)
+    if not (pretrained or isinstance(toy, LoRAToy)):
+        raise SpecError(f"toy must be a LoRAToy or a PretrainedLoRA, got {toy!r:.80}")
+    if not isinstance(task, SineTask) or task.x.shape[1] != toy.d_in:
+        raise SpecError(f"task must be a sine_task(d={toy.d_in}, ...) (the network's input "
                         f"dimension), got {task!r:.80}")
+    if pretrained and kernel is not None:
+        raise SpecError("kernel= is the toy's input kernel; a pretrained network's is "
+                        "estimated from its own features (Base.kernel)")
+    if base is not None and not pretrained:
+        raise SpecError("base= is a pretrained network's (PretrainedLoRA); the toy draws its "
+                        "own frozen layers")
     limit = width == math.inf
-    if limit and toy.readout != "mup":
-        raise SpecError(f"readout = {toy.readout!r}: the frozen readout n^(−½) amplifies a "
-                        "Θ(1) feature update to n^(½), so the adapter's features vanish in "
-                        "the stable limit (docs/theory.md §16.2); the limit is simulated for "
-                        "readout = 'mup'")
-    N = check_int(particles, "particles") if limit else width
-    _require_memory(toy, N, len(task.y), "particles" if limit else "width")
+    why = toy.limit_refusal() if limit else None
+    if why:
+        raise SpecError(why)
+    inputs = len(task.y)
+    if base is not None:
+        base = _check_base(base, width, inputs)
+    N = (base.N if base is not None else check_int(particles, "particles")) if limit else width
+    _require_memory(toy, N, inputs, "particles" if limit else "width")
     lr_A, lr_B = toy.rates(N, eta_A, eta_B) if limit else (eta_A, eta_B)
     chol = None
-    if limit and z_a0 is None:
+    if limit and z_a0 is None and not pretrained:
         chol = _chol(input_kernel(toy, task.x) if kernel is None
                      else np.asarray(kernel, float))
-    elif limit:
-        z_a0 = given_z_a0(toy, z_a0, len(task.y))
+    elif limit and z_a0 is not None:
+        z_a0 = given_z_a0(toy, z_a0, inputs)
     runs = []
     with progress_bar(progress, seeds * steps,
                       f"LoRA {'limit' if limit else f'n = {width}'}") as tick:
         for s in range(seeds):
             try:
                 rng = np.random.default_rng([seed, s, 0 if limit else width])
-                h, omega, B, za0 = _draw(toy, task, N, rng, chol)
+                if pretrained:
+                    b = base or pretrain(toy, task.x, width, _pretrain_seed(seed, s, width),
+                                         particles=N)
+                    h, omega, pre = b.features, b.omega, b.pre
+                    law = (_chol(b.kernel()) if limit and z_a0 is None
+                           and toy.init != "zero_A" else None)
+                    B, za0 = _adapter_draw(toy, h, rng, law)
+                else:
+                    (h, omega, B, za0), pre = _draw(toy, task, N, rng, chol), None
                 if z_a0 is not None:
                     za0 = z_a0
                 with np.errstate(over="ignore", invalid="ignore"):   # reported as divergence
                     tr, te, f, div, why = _one(toy, task, h, omega, B, za0, N, lr_A, lr_B,
-                                               steps, tick)
+                                               steps, tick, pre=pre)
             except KeyboardInterrupt:
                 if not runs:
                     raise

@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import SpecError
 from ..spec.checks import check_int, finite_non_negative
 from .engine import LoRARun, _chol, given_z_a0, law_draw
-from .toy import LoRAToy, SineTask, input_kernel
+from .toy import LoRAToy, SineTask, input_kernel, require_toy
 
 
 def exact_limit(toy: LoRAToy, task: SineTask, eta_A: float, eta_B: float,
@@ -32,6 +32,7 @@ def exact_limit(toy: LoRAToy, task: SineTask, eta_A: float, eta_B: float,
     """The limit of :func:`~.engine.fine_tune` for φ = 'id' and SGD by the recursion of
     the module docstring: ``seeds`` draws of Z_A⁰ from its law, or the given ``z_a0``
     (the conditional limit)."""
+    toy = require_toy(toy, "exact_limit")
     if toy.phi != "id" or toy.optimizer != "sgd" or toy.readout != "mup":
         raise SpecError(f"the exact limit needs phi = 'id', optimizer = 'sgd' and readout = "
                         f"'mup' (got {toy.phi!r}, {toy.optimizer!r}, {toy.readout!r}); "

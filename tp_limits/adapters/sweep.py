@@ -23,7 +23,7 @@ from ..analysis.saving import saved
 from ..engine.progress import progress_bar
 from ..spec.checks import check_choice, check_int, check_sequence, finite_positive
 from .engine import DEFAULT_PARTICLES, fine_tune
-from .toy import LoRAToy, SineTask, input_kernel
+from .toy import LoRAToy, SineTask, input_kernel, require_toy
 
 
 #: how a run is scored: its final test or training loss, or its training loss averaged over
@@ -185,6 +185,7 @@ def rate_sweep(toy: LoRAToy, task: SineTask, widths, eta_A, eta_B, steps: int = 
     """Fine-tune at every width of ``widths`` and every pair of the width-free grids
     ``eta_A`` × ``eta_B`` (module docstring), ``seeds`` networks each (replicates of the
     limit on ``particles`` particles), and score each by ``metric`` (:data:`METRICS`)."""
+    toy = require_toy(toy, "rate_sweep")
     widths = tuple(check_int(n, "widths") for n in check_sequence(widths, "widths",
                                                                   "positive integers"))
     eta_A = tuple(finite_positive(e, "eta_A") for e in check_sequence(eta_A, "eta_A",

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cached_property
 from fractions import Fraction
 
 import numpy as np
@@ -23,9 +22,8 @@ import numpy as np
 from ..engine.backend import numpy_backend
 from ..errors import SpecError
 from ..nonlinearities import get_nonlinearity
-from ..spec.checks import check_choice, check_int, finite_non_negative, finite_positive
-from ..spec.optimizers.adam import _betas
-from .exponents import INITS, OPTIMIZERS, maximal_rates
+from ..spec.checks import check_choice, check_int, finite_positive
+from .adapter import Adapter
 
 _NP = numpy_backend()
 #: the frozen readout's width exponent p of W_out = ω n^{−p}
@@ -33,68 +31,41 @@ READOUTS = {"mup": Fraction(1), "sp": Fraction(1, 2)}
 
 
 @dataclass(frozen=True)
-class LoRAToy:
-    """The toy network of the module docstring and how it is fine-tuned."""
+class LoRAToy(Adapter):
+    """The toy network of the module docstring and how it is fine-tuned: the adapter's
+    fields (:class:`~.adapter.Adapter`: rank, alpha, init, optimizer, sigma_A, sigma_B,
+    betas, eps) and the frozen network's (d, phi, readout, sigma_in, sigma_out)."""
 
     d: int = 5
-    rank: int = 4
-    alpha: float | None = None
     phi: str = "tanh"
-    init: str = "zero_B"
-    optimizer: str = "adam"
     readout: str = "mup"
     sigma_in: float = 1.0
-    sigma_A: float = 1.0
-    sigma_B: float = 1.0
     sigma_out: float = 1.0
-    betas: tuple = (0.9, 0.999)
-    eps: float = 1e-8
 
     def __post_init__(self):
+        self._check_adapter()
         object.__setattr__(self, "d", check_int(self.d, "d"))
-        object.__setattr__(self, "rank", check_int(self.rank, "rank"))
-        alpha = float(self.rank) if self.alpha is None else self.alpha
-        object.__setattr__(self, "alpha", finite_positive(alpha, "alpha"))
         get_nonlinearity(self.phi)
-        check_choice(self.init, "init", INITS)
-        check_choice(self.optimizer, "optimizer", OPTIMIZERS)
         check_choice(self.readout, "readout", tuple(READOUTS))
-        for name in ("sigma_in", "sigma_A", "sigma_B", "sigma_out"):
+        for name in ("sigma_in", "sigma_out"):
             finite_positive(getattr(self, name), name)
-        object.__setattr__(self, "betas", _betas(self.betas, "betas"))
-        object.__setattr__(self, "eps", finite_non_negative(self.eps, "eps"))
-        if self.init != "gaussian" and get_nonlinearity(self.phi).dphi(
-                np.zeros(1), _NP)[0] == 0.0:
-            raise SpecError(
-                f"phi = {self.phi!r} with init = {self.init!r}: the adapter's output B A Z "
-                f"starts at 0, where φ′(0) = 0, so neither factor ever gets a gradient (a "
-                f"saddle); use init = 'gaussian' (LoRA+'s experiment) or a φ with φ′(0) ≠ 0")
-
-    @property
-    def scale(self) -> float:
-        """α/r, the adapter's multiplier."""
-        return self.alpha / self.rank
+        self._check_saddle()
 
     @property
     def p(self) -> Fraction:
         return READOUTS[self.readout]
 
-    @cached_property
-    def exponents(self) -> tuple:
-        """(c_A, c_B): the maximal stable rates' exponents (module docstring)."""
-        cls = maximal_rates(self.optimizer, "hidden", self.init, self.p)
-        return cls.c_A, cls.c_B
+    @property
+    def d_in(self) -> int:
+        return self.d
 
-    def rates(self, width: int, eta_A: float, eta_B: float) -> tuple:
-        """(η_A, η_B) at width n of the width-free (η̄_A, η̄_B): η̄ n^{−c}."""
-        c_A, c_B = self.exponents
-        return eta_A * width ** -float(c_A), eta_B * width ** -float(c_B)
-
-    def eps_scales(self, width: int) -> tuple:
-        """Adam's ε for A and B at width n: ε times the size of each factor's gradient
-        entries, n^{1−p} and n^{−p} (docs/theory.md §16.3), so ε is width-free."""
-        p = float(self.p)
-        return self.eps * width ** (1.0 - p), self.eps * width ** -p
+    def limit_refusal(self) -> str | None:
+        """Why the limit of this fine-tuning is not simulated (None: it is)."""
+        if self.readout == "mup":
+            return None
+        return (f"readout = {self.readout!r}: the frozen readout n^(−½) amplifies a Θ(1) "
+                "feature update to n^(½), so the adapter's features vanish in the stable "
+                "limit (docs/theory.md §16.2); the limit is simulated for readout = 'mup'")
 
 
 @dataclass(frozen=True)
@@ -153,6 +124,15 @@ def input_kernel(toy: LoRAToy, x: np.ndarray) -> np.ndarray:
                        + rest[:, None, None] * z[None, None, :], _NP)   # (m, k, k)
         K[i, i:] = K[i:, i] = np.einsum("k,mkl,l->m", w * outer, inner, w)
     return K
+
+
+def require_toy(toy, what: str) -> LoRAToy:
+    """``toy`` as a :class:`LoRAToy`, for what is built on the toy alone (``what``)."""
+    if not isinstance(toy, LoRAToy):
+        raise SpecError(f"{what} is built for the toy network (a LoRAToy); got "
+                        f"{type(toy).__name__}: fine_tune runs a pretrained network's "
+                        "adapter at a width or in the limit")
+    return toy
 
 
 def check_width(width) -> int | float:

@@ -36,6 +36,7 @@ from ..spec import MLP, SGD, Routine, SpectralUpdate
 from ..spec.fields import mlp_from_file, renamed
 from ..spec.optimizers import OPTIMIZERS, default_optimizer, hyperparameters
 from ..spec.schedules import named
+from .adapt import build_adapter
 from .data import load_data
 from .schema import ExperimentError, validate
 
@@ -59,6 +60,7 @@ class Experiment:
     estimate: dict = field(default_factory=dict)  # seconds on two cores: limit, finite, sweep
     no_limit: str = ""           # why no engine computes the limit (a [sweep] of finite
                                  # widths alone builds anyway; run refuses)
+    adapter: dict = field(default_factory=dict)   # phase two (adapt.py); {} without [adapter]
 
 
 @dataclass(frozen=True)
@@ -293,9 +295,11 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
             except TPError as exc:
                 where = "" if one is net else f" ({one.param.label}, sweep.compare)"
                 raise ExperimentError(f"{source}: [sweep]{where}: {exc}") from None
+    adapter = (build_adapter(cfg["adapter"], net, routine, source) if "adapter" in config
+               else {})
     ex = cfg["experiment"]
     return Experiment(ex["name"], ex["description"], net, routine, limit, finite, source, cfg,
-                      sweep, compared, estimate, no_limit)
+                      sweep, compared, estimate, no_limit, adapter)
 
 
 def _compared(net: MLP, p: dict, presets, source: str) -> tuple:

@@ -197,6 +197,34 @@ SCHEMA: dict = {
                                    "drift where μP's transfers?); one without a limit sweeps "
                                    "its finite widths only", choices=tuple(sorted(PRESETS))),
     },
+    "adapter": {
+        "layer": Key("str", "hidden", "where the adapter goes: 'hidden' (W^L) or 'readout' "
+                                      "(W^{L+1}) of the pretrained network "
+                                      "(tp-limits adapt; docs/theory.md §16.6)",
+                     choices=("hidden", "readout")),
+        "rank": Key("int", 4, "the adapter's rank r"),
+        "alpha": Key("number", None, "the multiplier α of (α/r) B A (default: r)"),
+        "init": Key("str", "zero_B", "which factor starts at zero: 'zero_B', 'zero_A', or "
+                                     "'gaussian' (neither)",
+                    choices=("zero_B", "zero_A", "gaussian")),
+        "optimizer": Key("str", "adam", "the fine-tuning optimizer", choices=("adam", "sgd")),
+        "eta_A": Key("number", None, "A's width-free rate η̄_A (required in [adapter]; at "
+                                     "width n: η̄_A n^(−c_A))"),
+        "eta_B": Key("number", None, "B's width-free rate η̄_B (required in [adapter]; at "
+                                     "width n: η̄_B n^(−c_B))"),
+        "steps": Key("int", 100, "full-batch fine-tuning steps"),
+        "sigma_A": Key("number", 1.0, "A₀'s entries N(0, σ_A²/n)"),
+        "sigma_B": Key("number", 1.0, "B₀'s entries N(0, σ_B²) (init 'zero_A', 'gaussian')"),
+        "betas": Key("numbers", [0.9, 0.999], "Adam's (β₁, β₂)"),
+        "eps": Key("number", 1e-8, "Adam's ε, width-free"),
+        "n_train": Key("int", 64, "fine-tuning task y = sin(mean ξ): training inputs"),
+        "n_test": Key("int", 64, "... and test inputs"),
+        "task_seed": Key("int", 0, "... their random seed"),
+        "particles": Key("int", 16384, "the limit's particles per replicate (each pretrains "
+                                       "its own)"),
+        "replicates": Key("int", 8, "the limit's replicates (at least two: the standard "
+                                    "error's degrees of freedom are replicates − 1)"),
+    },
     "finite": {
         "enabled": Key("bool", True, "train finite networks"),
         "widths": Key("ints", [256, 512, 1024, 2048, 4096], "widths n (at least two)"),
