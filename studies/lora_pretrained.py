@@ -58,7 +58,7 @@ def run(a):
         net = fine_tune(pre, task, n, *pre.rates(n, *rates), steps=a.steps, seeds=a.seeds,
                         progress=True)
         d = [float(np.mean((fine_tune(pre, task, math.inf, *rates, steps=a.steps, seeds=1,
-                                      base=base, z_a0=net.z_a0[k]).f_test[0]
+                                      frozen=base, z_a0=net.z_a0[k]).f_test[0]
                             - net.f_test[k]) ** 2)) for k in range(a.seeds)]
         m, se, dof = net.mean_se()
         rows["widths"][n] = {"rms": math.sqrt(np.mean(d)), "per_seed": d, "mean": m,

@@ -495,7 +495,7 @@ def test_pretrained_networks_approach_their_conditional_limit_like_root_n():
     pre = _pretrained()
     task = sine_task(n_train=16, n_test=16, seed=3)
     base = pretrain(pre, task.x, math.inf, seed=5, particles=32768)
-    slope, gaps = conditional_slope(pre, task, PRE_RATES, 15, lambda k: {"base": base})
+    slope, gaps = conditional_slope(pre, task, PRE_RATES, 15, lambda k: {"frozen": base})
     assert -0.7 < slope < -0.3, (gaps, slope)
 
 
@@ -532,11 +532,13 @@ def test_what_the_pretrained_adapter_does_not_take_is_named():
     task = sine_task(n_train=4, n_test=4)
     base = pretrain(pre, task.x, 16)
     with pytest.raises(SpecError, match="width 16"):
-        fine_tune(pre, task, 32, 1.0, 1.0, steps=1, base=base)
-    with pytest.raises(SpecError, match="input kernel"):
-        fine_tune(pre, task, math.inf, 1.0, 1.0, steps=1, kernel=np.eye(8))
-    with pytest.raises(SpecError, match="pretrained"):
-        fine_tune(LoRAToy(), task, 16, 1.0, 1.0, steps=1, base=base)
+        fine_tune(pre, task, 32, 1.0, 1.0, steps=1, frozen=base)
+    with pytest.raises(SpecError, match="pretrain"):
+        fine_tune(pre, task, math.inf, 1.0, 1.0, steps=1, frozen=np.eye(8))
+    with pytest.raises(SpecError, match="pretrained network's base"):
+        fine_tune(LoRAToy(), task, math.inf, 1.0, 1.0, steps=1, frozen=base)
+    with pytest.raises(SpecError, match="input kernel is"):
+        fine_tune(LoRAToy(), task, math.inf, 1.0, 1.0, steps=1, frozen=np.eye(3))
     with pytest.raises(SpecError, match="x has shape"):
         pretrain(pre, task.x[:, :3], 16)
     from tp_limits.adapters import adapter_coord_check, exact_limit, rate_sweep

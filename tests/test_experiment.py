@@ -328,7 +328,7 @@ def test_a_second_run_into_the_same_out_is_refused_at_once(tmp_path):
     second fails before any work; a lock left by a process that is gone is taken over."""
     import os
 
-    from tp_limits.experiment.report import claimed_output
+    from tp_limits.experiment.output import claimed_output
     out = tmp_path / "out"
     with claimed_output(out):
         assert (tmp_path / ".out.lock").read_text() == str(os.getpid())
@@ -342,7 +342,7 @@ def test_a_second_run_into_the_same_out_is_refused_at_once(tmp_path):
 
 
 def test_output_folders_that_cannot_take_the_report_are_refused_up_front(tmp_path):
-    from tp_limits.experiment.report import check_output_folder
+    from tp_limits.experiment.output import check_output_folder
     real = tmp_path / "real"
     real.mkdir()
     (real / "old.txt").write_text("x")

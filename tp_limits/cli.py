@@ -90,7 +90,7 @@ def _check_writable_file(path: str, option: str) -> None:
 
 def _run_experiment(exp, out: str, executor, force: bool = False) -> int:
     from .experiment import console_table, run, write_report
-    from .experiment.report import check_output_folder, claimed_output
+    from .experiment.output import check_output_folder, claimed_output
 
     check_output_folder(out, force)
     print(f"{exp.name}\n  {exp.net.param.label}, L = {exp.net.L}, phi = {exp.net.phi}; "
@@ -148,7 +148,7 @@ def _cmd_run(args) -> int:
 
 def _cmd_sweep(args) -> int:
     from .experiment import load, run_sweep, write_sweep_report
-    from .experiment.report import check_output_folder, claimed_output
+    from .experiment.output import check_output_folder, claimed_output
 
     exp = load(args.config)
     if not exp.sweep:
@@ -179,7 +179,7 @@ def _cmd_sweep(args) -> int:
 
 def _cmd_adapt(args) -> int:
     from .experiment import load, run_adapt, write_adapt_report
-    from .experiment.report import check_output_folder, claimed_output
+    from .experiment.output import check_output_folder, claimed_output
 
     exp = load(args.config)
     if not exp.adapter:

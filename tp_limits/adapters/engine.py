@@ -276,33 +276,50 @@ def _pretrain_seed(seed: int, s: int, width) -> int:
 
 
 def _check_base(base, width, inputs: int):
-    """A :class:`~.pretrained.Base` passed in: of this width, on the task's inputs."""
+    """A pretrained network's :class:`~.pretrained.Base` passed as ``frozen``: of this
+    width, on the task's inputs."""
     if not isinstance(base, Base):
-        raise SpecError(f"base must be a tp.adapters.pretrain(...) result, got {base!r:.80}")
+        raise SpecError(f"frozen must be a tp.adapters.pretrain(...) result for a "
+                        f"PretrainedLoRA, got {type(base).__name__}")
     if base.width != width:
-        raise SpecError(f"base is of width {base.width}, the run of width {width}")
+        raise SpecError(f"frozen is a base of width {base.width}, the run of width {width}")
     if base.features.shape[1] != inputs:
-        raise SpecError(f"base holds {base.features.shape[1]} inputs, the task {inputs}")
+        raise SpecError(f"frozen holds {base.features.shape[1]} inputs, the task {inputs}")
     return base
+
+
+def _check_kernel(kernel, inputs: int) -> np.ndarray:
+    """A toy's input kernel passed as ``frozen``: an (inputs × inputs) matrix."""
+    if isinstance(kernel, Base):
+        raise SpecError("frozen is a pretrained network's base; a LoRAToy draws its own "
+                        "frozen layers and takes its input_kernel(toy, task.x)")
+    kernel = np.asarray(kernel, float)
+    if kernel.shape != (inputs, inputs):
+        raise SpecError(f"frozen has shape {kernel.shape}; the toy's input kernel is "
+                        f"(inputs, inputs) = ({inputs}, {inputs})")
+    return kernel
 
 
 def fine_tune(toy, task: SineTask, width, eta_A: float, eta_B: float,
               steps: int = 100, seeds=4, seed: int = 0, particles: int = DEFAULT_PARTICLES,
-              z_a0=None, kernel=None, base=None, progress: bool = False) -> LoRARun:
+              z_a0=None, frozen=None, progress: bool = False) -> LoRARun:
     """Fine-tune the adapter of ``toy`` on ``task`` with full-batch steps.
 
     ``toy`` a :class:`~.toy.LoRAToy`, or a :class:`~.pretrained.PretrainedLoRA`: each seed
     then first pretrains its network (or, in the limit, its particles) on the routine
-    (:func:`~.pretrained.pretrain`), unless ``base`` gives one pretrained network (or
-    particle set) for every seed.
+    (:func:`~.pretrained.pretrain`).
 
     ``width`` an integer n: ``seeds`` networks, with the rates (η_A, η_B) = (``eta_A``,
     ``eta_B``) as given.  ``width=math.inf``: ``seeds`` replicates of the limit on
     ``particles`` particles, with the width-free (η̄_A, η̄_B) = (``eta_A``, ``eta_B``) and
     Z_A⁰ drawn from its law, or fixed to ``z_a0`` (r × inputs, e.g. a network's
-    ``LoRARun.z_a0[k]``: the conditional limit).  The limit needs the μP readout;
-    ``kernel``, the toy task's :func:`~.toy.input_kernel` if already computed, saves its
-    quadrature (seconds for hundreds of inputs and a φ without closed form).
+    ``LoRARun.z_a0[k]``: the conditional limit).  The limit needs the μP readout.
+
+    ``frozen``: what the frozen network gives every seed, if already computed — for a
+    LoRAToy the task's :func:`~.toy.input_kernel` (the law of Z_A⁰; it saves the
+    quadrature, seconds for hundreds of inputs and a φ without closed form), for a
+    PretrainedLoRA a :func:`~.pretrained.pretrain` result of this width (one pretrained
+    network, or particle set, for every seed).
     """
     width = check_width(width)
     steps = check_int(steps, "steps")
@@ -315,26 +332,19 @@ def fine_tune(toy, task: SineTask, width, eta_A: float, eta_B: float,
     if not isinstance(task, SineTask) or task.x.shape[1] != toy.d_in:
         raise SpecError(f"task must be a sine_task(d={toy.d_in}, ...) (the network's input "
                         f"dimension), got {task!r:.80}")
-    if pretrained and kernel is not None:
-        raise SpecError("kernel= is the toy's input kernel; a pretrained network's is "
-                        "estimated from its own features (Base.kernel)")
-    if base is not None and not pretrained:
-        raise SpecError("base= is a pretrained network's (PretrainedLoRA); the toy draws its "
-                        "own frozen layers")
     limit = width == math.inf
     why = toy.limit_refusal() if limit else None
     if why:
         raise SpecError(why)
     inputs = len(task.y)
-    if base is not None:
-        base = _check_base(base, width, inputs)
+    base = _check_base(frozen, width, inputs) if pretrained and frozen is not None else None
     N = (base.N if base is not None else check_int(particles, "particles")) if limit else width
     _require_memory(toy, N, inputs, "particles" if limit else "width")
     lr_A, lr_B = toy.rates(N, eta_A, eta_B) if limit else (eta_A, eta_B)
     chol = None
     if limit and z_a0 is None and not pretrained:
-        chol = _chol(input_kernel(toy, task.x) if kernel is None
-                     else np.asarray(kernel, float))
+        chol = _chol(input_kernel(toy, task.x) if frozen is None
+                     else _check_kernel(frozen, inputs))
     elif limit and z_a0 is not None:
         z_a0 = given_z_a0(toy, z_a0, inputs)
     runs = []

@@ -232,7 +232,7 @@ def _grid(toy, task, n, eta_A, eta_B, steps, seeds, seed, particles, kernel, tic
             rates = (a, b) if n == math.inf else toy.rates(n, a, b)
             with warnings.catch_warnings(record=True):   # the sweep reports the interruption
                 run = fine_tune(toy, task, n, *rates, steps=steps, seeds=seeds, seed=seed,
-                                particles=particles, kernel=kernel)
+                                particles=particles, frozen=kernel)
             if run.interrupted:                           # a partial run is not a grid point
                 raise KeyboardInterrupt
             grid[0, i, j], grid[1, i, j] = run.train_loss, run.test_loss

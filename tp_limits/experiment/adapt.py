@@ -19,6 +19,7 @@ import numpy as np
 from ..adapters import PretrainedLoRA, fine_tune, sine_task
 from ..errors import TPError
 from ..spec.fields import renamed
+from .output import staged, write_json_file
 from .schema import ExperimentError
 
 #: [adapter] keys that are PretrainedLoRA's arguments of the same name
@@ -30,11 +31,9 @@ def build_adapter(a: dict, net, routine, source: str) -> dict:
     """The checked phase two of an experiment file with an [adapter] section: the
     :class:`~tp_limits.adapters.PretrainedLoRA`, its task, and the run's numbers."""
     names = {k: f"adapter.{k}" for k in (*_ADAPTER_ARGS, "d", "n_train", "n_test")}
+    # every value given is checked by its key first, then the network, then what is missing
     for key in ("eta_A", "eta_B"):
-        if a[key] is None:
-            raise ExperimentError(f"missing required key adapter.{key} (the width-free rate "
-                                  "of the factor; e.g. eta_A = 4.0, eta_B = 0.05 for Adam)")
-        if not (math.isfinite(a[key]) and a[key] > 0):
+        if a[key] is not None and not (math.isfinite(a[key]) and a[key] > 0):
             raise ExperimentError(f"adapter.{key} = {a[key]!r} must be a positive number")
     for key in ("steps", "particles", "replicates"):
         if a[key] < 1:
@@ -50,6 +49,10 @@ def build_adapter(a: dict, net, routine, source: str) -> dict:
                          seed=a["task_seed"])
     except TPError as exc:
         raise ExperimentError(f"{source}: {renamed(str(exc), names)}") from None
+    for key in ("eta_A", "eta_B"):
+        if a[key] is None:
+            raise ExperimentError(f"missing required key adapter.{key} (the width-free rate "
+                                  "of the factor; e.g. eta_A = 4.0, eta_B = 0.05 for Adam)")
     return {"pre": pre, "task": task, "eta_A": float(a["eta_A"]), "eta_B": float(a["eta_B"]),
             "steps": a["steps"], "particles": a["particles"], "replicates": a["replicates"]}
 
@@ -129,12 +132,11 @@ def write_adapt_report(res: AdaptResult, out, force: bool = False) -> list:
     loss curves, final test outputs and Z_A⁰), ``config.json`` and
     ``figures/adapt.png`` (the mean test loss per step at each width and in the limit),
     written through a staging folder as every report is."""
-    from .report import _json, _staged
     exp, a = res.experiment, res.experiment.adapter
 
     def write(stage):
         import matplotlib.pyplot as plt
-        _json(stage / "runs.json", {
+        write_json_file(stage / "runs.json", {
             "name": exp.name, "complete": res.complete, "interrupted": res.interrupted,
             "eta_A": a["eta_A"], "eta_B": a["eta_B"],
             "exponents": [str(c) for c in a["pre"].exponents],
@@ -144,7 +146,7 @@ def write_adapt_report(res: AdaptResult, out, force: bool = False) -> list:
                 "diverged": r.diverged.tolist(), "divergence": list(r.divergence)}
                 for w, r in res.runs.items()},
             "wall_time_s": res.wall_time_s})
-        _json(stage / "config.json", exp.config)
+        write_json_file(stage / "config.json", exp.config)
         (stage / "figures").mkdir()
         fig, ax = plt.subplots(figsize=(6, 4))
         for w, r in res.runs.items():
@@ -187,5 +189,5 @@ def write_adapt_report(res: AdaptResult, out, force: bool = False) -> list:
             "Files: `runs.json`, `config.json`, `figures/adapt.png`.", ""]
         (stage / "summary.md").write_text("\n".join(text), encoding="utf-8")
         return ["runs.json", "config.json", "figures/adapt.png", "summary.md"]
-    return _staged(out, force, write)
+    return staged(out, force, write)
 

@@ -15,21 +15,16 @@ that looks complete; an interrupted run's report says PARTIAL at the top.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
 import math
-import os
-import shutil
 from pathlib import Path
 
 import numpy as np
 
 from ..abc.table import Table
-from ..engine.executors import sigint_deferred
 from ..engine.meta import model_meta
+from .output import staged, write_json_file
 from .runner import ExperimentResult
-from .schema import ExperimentError
 
 MAX_PANELS = 4
 
@@ -307,119 +302,6 @@ def _markdown(res: ExperimentResult, s: dict, files: list) -> str:
     return "\n".join(lines)
 
 
-def check_output_folder(out, force: bool = False) -> Path:
-    """Refuse, before any work, an output path that cannot take the report: a file, a
-    symbolic link, a non-empty folder (which would mix two runs) unless ``force`` (and
-    then one this process may remove), or a path whose nearest existing parent is a
-    file or not writable."""
-    out = Path(out)
-    if out.is_symlink():
-        raise ExperimentError(f"--out {out} is a symbolic link; give a real folder (the "
-                              "report replaces the folder, which would not follow the link)")
-    if out.exists() and not out.is_dir():
-        raise ExperimentError(f"--out {out} is a file; give a folder")
-    if out.is_dir() and any(out.iterdir()):
-        if not force:
-            raise ExperimentError(f"output folder {out} is not empty; choose another --out, "
-                                  "or pass --force to replace its contents")
-        if not (os.access(out, os.W_OK | os.X_OK) and os.access(out.parent, os.W_OK)):
-            raise ExperimentError(f"--force cannot replace {out}: it, or its parent folder, "
-                                  "is not writable")
-    parent = out.absolute().parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise ExperimentError(f"cannot create {out}: {parent} is a file, not a folder")
-    if not os.access(parent, os.W_OK):
-        raise ExperimentError(f"cannot create {out}: {parent} is not writable")
-    return out
-
-
-@contextlib.contextmanager
-def claimed_output(out):
-    """Hold ``out`` for this process while a run writes to it: a lock file beside it,
-    created exclusively, so a second run started into the same ``--out`` fails at once
-    with a clear message instead of both writing through one staging folder.  A lock
-    whose process is gone is taken over."""
-    out = Path(out)
-    out.absolute().parent.mkdir(parents=True, exist_ok=True)
-    lock = out.absolute().parent / f".{out.name}.lock"
-    for _ in range(2):
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            break
-        except FileExistsError:
-            holder = _lock_holder(lock)
-            if holder is not None and _alive(holder):
-                raise ExperimentError(f"another run (process {holder}) is writing to {out}; "
-                                      "wait for it to finish or choose another --out") from None
-            lock.unlink(missing_ok=True)            # its process is gone: a stale lock
-    else:
-        raise ExperimentError(f"cannot claim {out}: {lock} keeps coming back")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(str(os.getpid()))
-    try:
-        yield out
-    finally:
-        lock.unlink(missing_ok=True)
-
-
-def _lock_holder(lock: Path):
-    try:
-        return int(lock.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _staged(out, force: bool, write) -> list:
-    """Run ``write(folder) -> files`` into a staging folder beside ``out`` and move it into
-    place only when it returned; on failure the staging folder is left, named incomplete.
-    A mount point cannot be removed or replaced: there the staging folder is inside it,
-    and the report's entries are moved up into it (the same file system)."""
-    out = check_output_folder(out, force)
-    mounted = os.path.ismount(out)
-    stage = (out if mounted else out.parent) / f".{out.name}.incomplete"
-    if stage.exists():
-        shutil.rmtree(stage)
-    stage.mkdir(parents=True)
-    # a Ctrl-C while the report is written (a second one, after the run was interrupted)
-    # waits until the report is in place: it is the last thing the run does
-    with sigint_deferred(reraise=False):
-        try:
-            files = write(stage)
-        except BaseException as exc:
-            raise ExperimentError(f"writing the report failed ({type(exc).__name__}: {exc}); "
-                                  f"what was written is in {stage}, which is incomplete") \
-                from exc
-        if mounted:
-            _publish_into(stage, out)
-        else:
-            if out.exists():
-                shutil.rmtree(out)
-            os.replace(stage, out)
-    return files
-
-
-def _publish_into(stage: Path, out: Path) -> None:
-    """Replace the contents of the folder ``out`` by those of ``stage`` (inside it)."""
-    for old in out.iterdir():
-        if old != stage:
-            shutil.rmtree(old) if old.is_dir() and not old.is_symlink() else old.unlink()
-    for new in stage.iterdir():
-        os.replace(new, out / new.name)
-    stage.rmdir()
-
-
 def write_report(res: ExperimentResult, out, force: bool = False) -> list:
     """Write every output into folder ``out``; returns the relative paths written.
 
@@ -434,15 +316,11 @@ def write_report(res: ExperimentResult, out, force: bool = False) -> list:
         files = _figures(res, stage / "figures") + trajectories
         files += ["summary.md", "summary.json", "config.json"]
         s = summary(res)
-        _json(stage / "config.json", res.experiment.config)
-        _json(stage / "summary.json", s)
+        write_json_file(stage / "config.json", res.experiment.config)
+        write_json_file(stage / "summary.json", s)
         (stage / "summary.md").write_text(_markdown(res, s, files), encoding="utf-8")
         return files
-    return _staged(out, force, write)
-
-
-def _json(path: Path, obj) -> None:
-    path.write_text(json.dumps(obj, indent=2, default=str), encoding="utf-8")
+    return staged(out, force, write)
 
 
 def write_sweep_report(res, out, force: bool = False) -> list:
@@ -459,11 +337,11 @@ def write_sweep_report(res, out, force: bool = False) -> list:
             f"{sw.label},{r['width']},{r['lr']!r},{r['seed']},{r['value']!r},"
             f"{str(r['diverged']).lower()}" for sw in sweeps for r in sw.records]
         (stage / "records.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
-        _json(stage / "sweep.json", {
-            "name": exp.name, "complete": res.complete, **_sweep_json(sweeps[0]),
-            "compare": [_sweep_json(sw) for sw in sweeps[1:]],
+        write_json_file(stage / "sweep.json", {
+            "name": exp.name, "complete": res.complete, **_sweepwrite_json_file(sweeps[0]),
+            "compare": [_sweepwrite_json_file(sw) for sw in sweeps[1:]],
             "wall_time_s": res.wall_time_s})
-        _json(stage / "config.json", exp.config)
+        write_json_file(stage / "config.json", exp.config)
         fig, axes = plt.subplots(len(sweeps), 2, figsize=(11, 4.2 * len(sweeps)),
                                  squeeze=False)
         for sw, pair in zip(sweeps, axes):
@@ -499,10 +377,10 @@ def write_sweep_report(res, out, force: bool = False) -> list:
             "Files: `records.csv`, `sweep.json`, `config.json`, `figures/sweep.png`.", ""]
         (stage / "summary.md").write_text("\n".join(text), encoding="utf-8")
         return ["records.csv", "sweep.json", "config.json", "figures/sweep.png", "summary.md"]
-    return _staged(out, force, write)
+    return staged(out, force, write)
 
 
-def _sweep_json(sw) -> dict:
+def _sweepwrite_json_file(sw) -> dict:
     drift = sw.drift()
     return {"parametrization": sw.label, "metric": sw.metric, "goal": sw.goal,
             "lrs": list(sw.lrs), "widths": list(sw.widths),
