@@ -1,4 +1,5 @@
 """Every example notebook runs from top to bottom (a broken notebook fails CI)."""
+import json
 from pathlib import Path
 
 import nbformat
@@ -13,5 +14,9 @@ def test_notebook_runs(path, tmp_path):
     nb = nbformat.read(path, as_version=4)
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), \
         f"{path.name}: outputs must be stripped in git"
+    # nbformat 4.5 makes cell ids required (a missing one will become an error); read the
+    # file itself, since nbformat.read fills them in
+    raw = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    assert all("id" in c for c in raw), f"{path.name}: a cell without an id"
     NotebookClient(nb, timeout=300, kernel_name="python3",
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
