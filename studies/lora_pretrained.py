@@ -6,6 +6,13 @@
                                       [--rates 1,0.05]
                                       [--out lora_pretrained.json]
     python studies/lora_pretrained.py --report
+    python studies/lora_pretrained.py --sweep [--widths 128,512,2048] [--seeds 4]
+
+``--sweep``: LoRA+'s ratio on the pretrained network — rate_sweep over η̄_A ∈ 2^{−1..3},
+η̄_B ∈ 2^{−7..−2} (30 Adam steps, final training loss, seed mean), the networks pretrained
+once per width and seed for every pair; the best η̄_B per width with η̄_A held, and the
+fitted slope of η_B*/η_A* against n (Θ(n) predicted, docs/theory.md §16.2), saved to
+lora_pretrained_sweep.npz.
 
 Phase one: a μP MLP (L = 2, φ = tanh, d = 5) trained by SGD (η = 0.5, batches of 8, 20
 steps) on y = sin(2 ξ₁); at width n by the finite engine, in the limit by the deep Monte
@@ -28,11 +35,12 @@ import numpy as np
 from scipy import stats
 
 import tp_limits as tp
-from tp_limits.adapters import PretrainedLoRA, fine_tune, pretrain, sine_task
+from tp_limits.adapters import PretrainedLoRA, fine_tune, pretrain, rate_sweep, sine_task
 from tp_limits.engine.atomic import write_json
 
 RATES = (1.0, 1.0 / 20)
 OUT = "lora_pretrained.json"
+WIDTHS = "256,512,1024,2048,4096,8192"
 
 
 def setup(layer="hidden"):
@@ -68,6 +76,19 @@ def run(a):
     report(a.out)
 
 
+def sweep(a):
+    pre, task = setup(a.layer)
+    widths = tuple(int(w) for w in a.widths.split(","))
+    sw = rate_sweep(pre, task, widths, [2.0 ** k for k in range(-1, 4)],
+                    [2.0 ** k for k in range(-7, -1)], steps=30, seeds=a.seeds,
+                    metric="train", particles=16384)
+    sw.save("lora_pretrained_sweep.npz")
+    for at in sw.eta_A:
+        s, se, dof = sw.ratio_exponent(at)
+        idx = [sw.best_index(k, at)[1] for k in range(len(sw.widths))]
+        print(f"| {at:g} | {', '.join(map(str, idx))} | {s:.3f} ± {se:.3f} ({dof} dof) |")
+
+
 def report(out=OUT):
     """The Markdown table of docs/results.md: per width the rms distance from the
     conditional limit over the networks, the median network's, the seed-mean final test
@@ -97,7 +118,7 @@ def report(out=OUT):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--widths", default="256,512,1024,2048,4096,8192")
+    ap.add_argument("--widths", default=WIDTHS)
     ap.add_argument("--seeds", type=int, default=8)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--particles", type=int, default=131072,
@@ -107,7 +128,12 @@ def main():
     ap.add_argument("--layer", default="hidden", choices=("hidden", "readout"))
     ap.add_argument("--out", default=OUT)
     ap.add_argument("--report", action="store_true")
+    ap.add_argument("--sweep", action="store_true")
     a = ap.parse_args()
+    if a.sweep:
+        a.widths = a.widths if a.widths != WIDTHS else "128,512,2048"
+        a.seeds = min(a.seeds, 4) if a.seeds == 8 else a.seeds
+        return sweep(a)
     report(a.out) if a.report else run(a)
 
 

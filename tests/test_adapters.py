@@ -539,12 +539,13 @@ def test_what_the_pretrained_adapter_does_not_take_is_named():
         fine_tune(LoRAToy(), task, math.inf, 1.0, 1.0, steps=1, frozen=base)
     with pytest.raises(SpecError, match="input kernel is"):
         fine_tune(LoRAToy(), task, math.inf, 1.0, 1.0, steps=1, frozen=np.eye(3))
+    with pytest.raises(SpecError, match="sequence of seeds = 2 of them, got list of 1"):
+        fine_tune(pre, task, 16, 1.0, 1.0, steps=1, seeds=2, frozen=[base])
     with pytest.raises(SpecError, match="x has shape"):
         pretrain(pre, task.x[:, :3], 16)
-    from tp_limits.adapters import adapter_coord_check, exact_limit, rate_sweep
+    from tp_limits.adapters import adapter_coord_check, exact_limit
     for f in (lambda: exact_limit(pre, task, 1.0, 1.0),
-              lambda: adapter_coord_check(pre, task, (16, 32), 1.0, 1.0),
-              lambda: rate_sweep(pre, task, (16,), (1.0,), (1.0,))):
+              lambda: adapter_coord_check(pre, task, (16, 32), 1.0, 1.0)):
         with pytest.raises(SpecError, match="built for the toy"):
             f()
 
@@ -557,3 +558,18 @@ def test_a_pretraining_that_diverges_says_so_with_its_step():
         with pytest.raises(DivergenceError, match="while pretraining") as err:
             fine_tune(pre, task, width, 1.0, 0.05, steps=2, seeds=1, particles=1024)
         assert err.value.step >= 0
+
+
+def test_a_sweep_pretrains_once_per_width_and_seed_and_equals_fine_tune():
+    """rate_sweep on a pretrained network shares each seed's pretrained network (particle
+    set) across its rate pairs; every grid point equals fine_tune's own run bit for bit."""
+    from tp_limits.adapters import rate_sweep
+    pre = _pretrained(steps=3)
+    task = sine_task(n_train=6, n_test=6, seed=1)
+    sw = rate_sweep(pre, task, (16,), (1.0, 4.0), (0.05,), steps=3, seeds=2, particles=512,
+                    progress=False)
+    assert sw.widths == (16, math.inf)
+    for k, n in enumerate(sw.widths):
+        rates = (4.0, 0.05) if n == math.inf else pre.rates(n, 4.0, 0.05)
+        run = fine_tune(pre, task, n, *rates, steps=3, seeds=2, particles=512)
+        np.testing.assert_array_equal(sw.curves[k][1, 1, 0], run.test_loss)

@@ -16,7 +16,7 @@ from .coord_check import AdapterCoordCheck, adapter_coord_check
 from .exact import exact_limit
 from .adapter import Adapter
 from .exponents import AdapterClass, best_shared_rate, classify_adapter, maximal_rates
-from .engine import LoRARun, fine_tune
+from .engine import LoRARun, fine_tune, pretrained_bases
 from .pretrained import Base, PretrainedLoRA, pretrain
 from .sweep import RateSweep, rate_sweep
 from .toy import LoRAToy, SineTask, input_kernel, sine_task
@@ -24,4 +24,4 @@ from .toy import LoRAToy, SineTask, input_kernel, sine_task
 __all__ = ["AdapterClass", "classify_adapter", "maximal_rates", "best_shared_rate", "LoRAToy",
            "SineTask", "sine_task", "input_kernel", "LoRARun", "fine_tune", "exact_limit",
            "AdapterCoordCheck", "adapter_coord_check", "RateSweep", "rate_sweep", "Adapter",
-           "PretrainedLoRA", "Base", "pretrain"]
+           "PretrainedLoRA", "Base", "pretrain", "pretrained_bases"]

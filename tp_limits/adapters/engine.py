@@ -288,6 +288,35 @@ def _check_base(base, width, inputs: int):
     return base
 
 
+def _check_bases(frozen, width, inputs: int, seeds: int) -> tuple:
+    """One checked base per seed: ``frozen`` a base for all, or a sequence of ``seeds``."""
+    if isinstance(frozen, Base):
+        return (_check_base(frozen, width, inputs),) * seeds
+    if not isinstance(frozen, (list, tuple)) or len(frozen) != seeds:
+        raise SpecError(f"frozen must be a pretrain(...) result or a sequence of seeds = "
+                        f"{seeds} of them, got {type(frozen).__name__}"
+                        + (f" of {len(frozen)}" if isinstance(frozen, (list, tuple)) else ""))
+    bases = tuple(_check_base(b, width, inputs) for b in frozen)
+    if len({b.N for b in bases}) > 1:
+        raise SpecError("frozen's bases hold different particle counts; one run uses one")
+    return bases
+
+
+def pretrained_bases(pre, task: SineTask, width, seeds: int, seed: int = 0,
+                     particles: int = DEFAULT_PARTICLES) -> tuple:
+    """The ``seeds`` pretrained networks (particle sets at ``width=math.inf``) that
+    :func:`fine_tune` would pretrain for ``seed``, to be passed as its ``frozen`` to every
+    run that shares them (a sweep over rates: one pretraining per width and seed)."""
+    width = check_width(width)
+    seeds = check_int(seeds, "seeds")
+    N = check_int(particles, "particles") if width == math.inf else width
+    require_memory(8.0 * 3 * seeds * N * len(task.y),
+                   f"{seeds} pretrained {'particle sets' if width == math.inf else 'networks'} "
+                   f"of {N} on {len(task.y)} inputs (features, pre-activations, readout)")
+    return tuple(pretrain(pre, task.x, width, _pretrain_seed(seed, s, width),
+                          particles=particles) for s in range(seeds))
+
+
 def _check_kernel(kernel, inputs: int) -> np.ndarray:
     """A toy's input kernel passed as ``frozen``: an (inputs × inputs) matrix."""
     if isinstance(kernel, Base):
@@ -319,7 +348,8 @@ def fine_tune(toy, task: SineTask, width, eta_A: float, eta_B: float,
     LoRAToy the task's :func:`~.toy.input_kernel` (the law of Z_A⁰; it saves the
     quadrature, seconds for hundreds of inputs and a φ without closed form), for a
     PretrainedLoRA a :func:`~.pretrained.pretrain` result of this width (one pretrained
-    network, or particle set, for every seed).
+    network, or particle set, for every seed) or a sequence of ``seeds`` of them (one each:
+    a sweep pretrains its networks once for all its rates, :func:`pretrained_bases`).
     """
     width = check_width(width)
     steps = check_int(steps, "steps")
@@ -337,8 +367,10 @@ def fine_tune(toy, task: SineTask, width, eta_A: float, eta_B: float,
     if why:
         raise SpecError(why)
     inputs = len(task.y)
-    base = _check_base(frozen, width, inputs) if pretrained and frozen is not None else None
-    N = (base.N if base is not None else check_int(particles, "particles")) if limit else width
+    bases = (_check_bases(frozen, width, inputs, seeds) if pretrained and frozen is not None
+             else None)
+    N = (bases[0].N if bases is not None else check_int(particles, "particles")) if limit \
+        else width
     _require_memory(toy, N, inputs, "particles" if limit else "width")
     lr_A, lr_B = toy.rates(N, eta_A, eta_B) if limit else (eta_A, eta_B)
     chol = None
@@ -354,8 +386,8 @@ def fine_tune(toy, task: SineTask, width, eta_A: float, eta_B: float,
             try:
                 rng = np.random.default_rng([seed, s, 0 if limit else width])
                 if pretrained:
-                    b = base or pretrain(toy, task.x, width, _pretrain_seed(seed, s, width),
-                                         particles=N)
+                    b = bases[s] if bases is not None else pretrain(
+                        toy, task.x, width, _pretrain_seed(seed, s, width), particles=N)
                     h, omega, pre = b.features, b.omega, b.pre
                     law = (_chol(b.kernel()) if limit and z_a0 is None
                            and toy.init != "zero_A" else None)

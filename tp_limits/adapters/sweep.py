@@ -22,8 +22,9 @@ from ..analysis.optimum import grid_optimum
 from ..analysis.saving import saved
 from ..engine.progress import progress_bar
 from ..spec.checks import check_choice, check_int, check_sequence, finite_positive
-from .engine import DEFAULT_PARTICLES, fine_tune
-from .toy import LoRAToy, SineTask, input_kernel, require_toy
+from .engine import DEFAULT_PARTICLES, fine_tune, pretrained_bases
+from .pretrained import PretrainedLoRA
+from .toy import SineTask, input_kernel, require_toy
 
 
 #: how a run is scored: its final test or training loss, or its training loss averaged over
@@ -178,14 +179,15 @@ class RateSweep:
         return ax
 
 
-def rate_sweep(toy: LoRAToy, task: SineTask, widths, eta_A, eta_B, steps: int = 100,
+def rate_sweep(toy, task: SineTask, widths, eta_A, eta_B, steps: int = 100,
                seeds: int = 4, seed: int = 0, metric: str = "test",
                include_limit: bool = True, particles: int = DEFAULT_PARTICLES,
                progress: bool = True) -> RateSweep:
     """Fine-tune at every width of ``widths`` and every pair of the width-free grids
     ``eta_A`` × ``eta_B`` (module docstring), ``seeds`` networks each (replicates of the
-    limit on ``particles`` particles), and score each by ``metric`` (:data:`METRICS`)."""
-    toy = require_toy(toy, "rate_sweep")
+    limit on ``particles`` particles), and score each by ``metric`` (:data:`METRICS`).
+    ``toy`` a LoRAToy, or a PretrainedLoRA, whose networks (particle sets) are pretrained
+    once per width and seed and shared by every rate pair."""
     widths = tuple(check_int(n, "widths") for n in check_sequence(widths, "widths",
                                                                   "positive integers"))
     eta_A = tuple(finite_positive(e, "eta_A") for e in check_sequence(eta_A, "eta_A",
@@ -194,14 +196,18 @@ def rate_sweep(toy: LoRAToy, task: SineTask, widths, eta_A, eta_B, steps: int = 
                                                                       "positive numbers"))
     check_choice(metric, "metric", METRICS)
     all_widths = widths + ((math.inf,) if include_limit else ())
-    kernel = input_kernel(toy, task.x) if include_limit and toy.init != "zero_A" else None
+    pretrained = isinstance(toy, PretrainedLoRA)
+    kernel = (input_kernel(require_toy(toy, "rate_sweep"), task.x)
+              if include_limit and not pretrained and toy.init != "zero_A" else None)
     curves = []
     with progress_bar(progress, len(all_widths) * len(eta_A) * len(eta_B),
                       "LoRA rate sweep", rate_unit="runs/s") as tick:
         try:
             for n in all_widths:
+                frozen = (pretrained_bases(toy, task, n, seeds, seed, particles)
+                          if pretrained else kernel)
                 curves.append(_grid(toy, task, n, eta_A, eta_B, steps, seeds, seed,
-                                    particles, kernel, tick))
+                                    particles, frozen, tick))
         except KeyboardInterrupt:
             if not curves:
                 raise
@@ -224,7 +230,7 @@ def _score(curves, metric: str) -> np.ndarray:
     return np.mean(train, axis=-1)                    # inf when the run diverged
 
 
-def _grid(toy, task, n, eta_A, eta_B, steps, seeds, seed, particles, kernel, tick):
+def _grid(toy, task, n, eta_A, eta_B, steps, seeds, seed, particles, frozen, tick):
     """The (train/test, η̄_A, η̄_B, seed, step) losses at one width (or ∞)."""
     grid = np.empty((2, len(eta_A), len(eta_B), seeds, steps + 1))
     for i, a in enumerate(eta_A):
@@ -232,7 +238,7 @@ def _grid(toy, task, n, eta_A, eta_B, steps, seeds, seed, particles, kernel, tic
             rates = (a, b) if n == math.inf else toy.rates(n, a, b)
             with warnings.catch_warnings(record=True):   # the sweep reports the interruption
                 run = fine_tune(toy, task, n, *rates, steps=steps, seeds=seeds, seed=seed,
-                                particles=particles, frozen=kernel)
+                                particles=particles, frozen=frozen)
             if run.interrupted:                           # a partial run is not a grid point
                 raise KeyboardInterrupt
             grid[0, i, j], grid[1, i, j] = run.train_loss, run.test_loss
