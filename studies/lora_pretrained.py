@@ -6,10 +6,10 @@
                                       [--rates 1,0.05]
                                       [--out lora_pretrained.json]
     python studies/lora_pretrained.py --report
-    python studies/lora_pretrained.py --sweep [--widths 128,512,2048] [--seeds 4]
+    python studies/lora_pretrained.py --sweep [--widths 128,...,2048] [--seeds 4]
 
 ``--sweep``: LoRA+'s ratio on the pretrained network — rate_sweep over η̄_A ∈ 2^{−1..3},
-η̄_B ∈ 2^{−7..−2} (30 Adam steps, final training loss, seed mean), the networks pretrained
+η̄_B ∈ 2^{−6..0} (30 Adam steps, final training loss, seed mean), the networks pretrained
 once per width and seed for every pair; the best η̄_B per width with η̄_A held, and the
 fitted slope of η_B*/η_A* against n (Θ(n) predicted, docs/theory.md §16.2), saved to
 lora_pretrained_sweep.npz.
@@ -80,7 +80,7 @@ def sweep(a):
     pre, task = setup(a.layer)
     widths = tuple(int(w) for w in a.widths.split(","))
     sw = rate_sweep(pre, task, widths, [2.0 ** k for k in range(-1, 4)],
-                    [2.0 ** k for k in range(-7, -1)], steps=30, seeds=a.seeds,
+                    [2.0 ** k for k in range(-6, 1)], steps=30, seeds=a.seeds,
                     metric="train", particles=16384)
     sw.save("lora_pretrained_sweep.npz")
     for at in sw.eta_A:
@@ -131,7 +131,7 @@ def main():
     ap.add_argument("--sweep", action="store_true")
     a = ap.parse_args()
     if a.sweep:
-        a.widths = a.widths if a.widths != WIDTHS else "128,512,2048"
+        a.widths = a.widths if a.widths != WIDTHS else "128,256,512,1024,2048"
         a.seeds = min(a.seeds, 4) if a.seeds == 8 else a.seeds
         return sweep(a)
     report(a.out) if a.report else run(a)
