@@ -125,3 +125,20 @@ def exact_against_monte_carlo(net, routine, particles=2 ** 13, replicates=8, see
     q = t_quantile(mc.status.se_dof)
     assert np.all(np.abs(mc.f_eval[1:] - exact.f_eval[1:]) <= q * mc.f_eval_se[1:])
     return exact, mc, q
+
+
+def interrupt_on_call(monkeypatch, module, name: str, n: int) -> list:
+    """Replace ``module.name`` by a wrapper that calls the real one and raises
+    KeyboardInterrupt (a Ctrl-C) at its ``n``-th call instead; returns the list of the calls'
+    positional arguments, which grows as they happen."""
+    real, calls = getattr(module, name), []
+
+    def interrupted(*args, **kw):
+        calls.append(args)
+        if len(calls) == n:
+            raise KeyboardInterrupt
+        return real(*args, **kw)
+
+    monkeypatch.setattr(module, name, interrupted)
+    return calls
+

@@ -12,6 +12,7 @@ from tp_limits.adapters import fine_tune
 from tp_limits.cli import main
 from tp_limits.experiment import ExperimentError, build, load, run_adapt, write_adapt_report
 from tp_limits.experiment.runner import read_toml
+from conftest import interrupt_on_call
 
 ROOT = Path(__file__).resolve().parents[1]
 ADAPT_TOMLS = sorted(p for p in (ROOT / "examples" / "experiments").glob("*.toml")
@@ -82,18 +83,11 @@ def test_a_bad_adapter_key_is_named_before_any_work(section, kv, words):
 
 def test_ctrl_c_keeps_the_finished_widths_and_says_partial(tmp_path, monkeypatch):
     import tp_limits.experiment.adapt as adapt
-    calls = []
-
-    def stop_at_the_second_width(*args, **kw):
-        calls.append(args[2])
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return fine_tune(*args, **kw)
-
-    monkeypatch.setattr(adapt, "fine_tune", stop_at_the_second_width)
+    calls = interrupt_on_call(monkeypatch, adapt, "fine_tune", 3)   # the second width's
     res = run_adapt(build(SMALL), progress=False)
     assert not res.complete and "width 64" in res.interrupted
     assert list(res.runs) == [math.inf, 32]
+    assert [c[2] for c in calls] == [math.inf, 32, 64]
     write_adapt_report(res, tmp_path / "out")
     assert (tmp_path / "out" / "summary.md").read_text().count("PARTIAL RESULT") == 1
     assert json.loads((tmp_path / "out" / "runs.json").read_text())["complete"] is False

@@ -11,6 +11,7 @@ from tp_limits.adapters.engine import _one, fine_tune
 from tp_limits.adapters.sweep import RateSweep, rate_sweep
 from tp_limits.adapters.toy import LoRAToy, input_kernel, sine_task
 from tp_limits.errors import SpecError
+from conftest import interrupt_on_call
 
 
 # -- exponents ------------------------------------------------------------------------------
@@ -360,20 +361,11 @@ def test_a_run_beyond_the_memory_is_refused_before_work():
 # -- interruptions ----------------------------------------------------------------------------
 def test_ctrl_c_keeps_the_finished_seeds(monkeypatch):
     import tp_limits.adapters.engine as ft
-    real, calls = ft._one, []
-
-    def one(*args, **kw):
-        calls.append(1)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return real(*args, **kw)
-
-    monkeypatch.setattr(ft, "_one", one)
+    interrupt_on_call(monkeypatch, ft, "_one", 3)
     task = sine_task(n_train=8, n_test=8)
     with pytest.warns(UserWarning, match="interrupted: 2 of 5 seeds finished"):
         run = fine_tune(LoRAToy(), task, 16, 0.1, 0.1, steps=3, seeds=5)
     assert run.interrupted and run.seeds == 2 and np.all(np.isfinite(run.final()))
-    calls.clear()
     monkeypatch.setattr(ft, "_one", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
     with pytest.raises(KeyboardInterrupt):
         fine_tune(LoRAToy(), task, 16, 0.1, 0.1, steps=3, seeds=5)

@@ -11,6 +11,7 @@ import tp_limits as tp
 from tp_limits.datasets import digits_fewshot
 from tp_limits.tasks.maml import (MAML, FewShot, _xent, adapt, maml_network, meta_step,
                                   query_outputs, train_maml)
+from conftest import interrupt_on_call
 
 pytest.importorskip("sklearn")
 
@@ -167,14 +168,7 @@ def test_divergence_is_reported_with_its_step(pools):
 def test_ctrl_c_keeps_the_finished_meta_steps(pools, monkeypatch):
     from tp_limits.tasks import maml as module
     train, test = pools
-    real, calls = module.meta_step, []
-
-    def interrupted(*args, **kw):
-        calls.append(1)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return real(*args, **kw)
-    monkeypatch.setattr(module, "meta_step", interrupted)
+    interrupt_on_call(monkeypatch, module, "meta_step", 3)
     net = maml_network(tp.mup(1), train.d_in, 5)
     r = train_maml(net, MAML(1.0, 0.1, 4, 10), train, test, math.inf, test_tasks=10)
     assert r.status.interrupted and r.status.completed_steps == 2 and len(r.loss) == 2

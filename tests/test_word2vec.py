@@ -11,6 +11,7 @@ from tp_limits.losses import get_loss
 from tp_limits.tasks import (CBOWStream, Questions, Vocabulary, analogy_scores, cbow_network,
                              train_cbow)
 from tp_limits.tasks.corpus import clean_wiki, tokenize
+from conftest import interrupt_on_call
 
 
 def zipf_corpus(V=12, n=3000, seed=1):
@@ -262,14 +263,7 @@ def test_ctrl_c_keeps_the_finished_steps(small, monkeypatch):
     """A KeyboardInterrupt during step 3 ends the run with 3 steps and says so."""
     from tp_limits.tasks import word2vec
     vocab, stream = small
-    real, calls = word2vec.cbow_step, []
-
-    def interrupted(*args, **kw):
-        calls.append(1)
-        if len(calls) == 4:
-            raise KeyboardInterrupt
-        return real(*args, **kw)
-    monkeypatch.setattr(word2vec, "cbow_step", interrupted)
+    interrupt_on_call(monkeypatch, word2vec, "cbow_step", 4)
     run = train_cbow(cbow_network(tp.mup(1), 12), stream, 0.5, math.inf)
     assert run.status.interrupted and run.status.completed_steps == 3
     assert len(run.loss) == 3 and np.isfinite(run.loss).all()

@@ -41,7 +41,7 @@ from ..nonlinearities import get_nonlinearity
 from ..spec.checks import check_int, finite_non_negative
 from ..spec.optimizers.adam import AdamHyper, _adam
 from .pretrained import Base, PretrainedLoRA, pretrain
-from .toy import LoRAToy, SineTask, check_width, input_kernel
+from .toy import LoRAToy, SineTask, check_width, input_kernel, kernel_root
 
 _NP = numpy_backend()
 #: the limit's default particle count
@@ -247,12 +247,6 @@ def given_z_a0(toy: LoRAToy, z_a0, inputs: int) -> np.ndarray:
     return z_a0
 
 
-def _chol(K):
-    """A square root L L^T = K that tolerates K's round-off rank deficiency."""
-    vals, vecs = np.linalg.eigh(K)
-    return vecs * np.sqrt(np.clip(vals, 0.0, None))
-
-
 def _bytes(toy, N: int, inputs: int) -> float:
     """What one run holds: h, v, φ(v) and φ′ over (N × inputs) (and a pretrained
     network's frozen pre-activation), the r-columns of B, ΔA and their Adam moments, and
@@ -268,11 +262,11 @@ def _require_memory(toy, N: int, inputs: int, what: str) -> None:
                    largest=f"at most about {max(fits, 0)} {what} fit")
 
 
-def _pretrain_seed(seed: int, s: int, width) -> int:
-    """The pretraining's seed of replicate or network ``s``: one integer from the run's
-    seed, s and the width (0 for the limit), apart from the adapter's stream."""
-    return int(np.random.SeedSequence([seed, s, 0 if width == math.inf else width, 2])
-               .generate_state(1)[0])
+def _pretrained_one(pre, task: SineTask, width, seed: int, s: int, particles: int):
+    """Network (or replicate) ``s``'s pretraining: its seed one integer from the run's seed,
+    s and the width (0 for the limit), apart from the adapter's stream."""
+    state = np.random.SeedSequence([seed, s, 0 if width == math.inf else width, 2])
+    return pretrain(pre, task.x, width, int(state.generate_state(1)[0]), particles=particles)
 
 
 def _check_base(base, width, inputs: int):
@@ -313,8 +307,7 @@ def pretrained_bases(pre, task: SineTask, width, seeds: int, seed: int = 0,
     require_memory(8.0 * 3 * seeds * N * len(task.y),
                    f"{seeds} pretrained {'particle sets' if width == math.inf else 'networks'} "
                    f"of {N} on {len(task.y)} inputs (features, pre-activations, readout)")
-    return tuple(pretrain(pre, task.x, width, _pretrain_seed(seed, s, width),
-                          particles=particles) for s in range(seeds))
+    return tuple(_pretrained_one(pre, task, width, seed, s, particles) for s in range(seeds))
 
 
 def _check_kernel(kernel, inputs: int) -> np.ndarray:
@@ -375,8 +368,8 @@ def fine_tune(toy, task: SineTask, width, eta_A: float, eta_B: float,
     lr_A, lr_B = toy.rates(N, eta_A, eta_B) if limit else (eta_A, eta_B)
     chol = None
     if limit and z_a0 is None and not pretrained:
-        chol = _chol(input_kernel(toy, task.x) if frozen is None
-                     else _check_kernel(frozen, inputs))
+        chol = kernel_root(input_kernel(toy, task.x) if frozen is None
+                           else _check_kernel(frozen, inputs))
     elif limit and z_a0 is not None:
         z_a0 = given_z_a0(toy, z_a0, inputs)
     runs = []
@@ -386,10 +379,10 @@ def fine_tune(toy, task: SineTask, width, eta_A: float, eta_B: float,
             try:
                 rng = np.random.default_rng([seed, s, 0 if limit else width])
                 if pretrained:
-                    b = bases[s] if bases is not None else pretrain(
-                        toy, task.x, width, _pretrain_seed(seed, s, width), particles=N)
+                    b = (bases[s] if bases is not None
+                         else _pretrained_one(toy, task, width, seed, s, N))
                     h, omega, pre = b.features, b.omega, b.pre
-                    law = (_chol(b.kernel()) if limit and z_a0 is None
+                    law = (b.kernel_root if limit and z_a0 is None
                            and toy.init != "zero_A" else None)
                     B, za0 = _adapter_draw(toy, h, rng, law)
                 else:

@@ -23,8 +23,8 @@ import numpy as np
 
 from ..errors import SpecError
 from ..spec.checks import check_int, finite_non_negative
-from .engine import LoRARun, _chol, given_z_a0, law_draw
-from .toy import LoRAToy, SineTask, input_kernel, require_toy
+from .engine import LoRARun, given_z_a0, law_draw
+from .toy import LoRAToy, SineTask, input_kernel, kernel_root, require_toy
 
 
 def exact_limit(toy: LoRAToy, task: SineTask, eta_A: float, eta_B: float,
@@ -41,7 +41,7 @@ def exact_limit(toy: LoRAToy, task: SineTask, eta_A: float, eta_B: float,
     eta_A, eta_B = finite_non_negative(eta_A, "eta_A"), finite_non_negative(eta_B, "eta_B")
     s, so2, kappa = toy.scale, toy.sigma_out ** 2, toy.sigma_in ** 2 / toy.d
     x, y, tr, te = task.x, task.y, task.train, task.test
-    chol = _chol(input_kernel(toy, x)) if z_a0 is None and toy.init != "zero_A" else None
+    chol = kernel_root(input_kernel(toy, x)) if z_a0 is None and toy.init != "zero_A" else None
     if z_a0 is not None:
         z_a0 = given_z_a0(toy, z_a0, len(y))
     runs = []

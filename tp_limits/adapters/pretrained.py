@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -42,6 +43,7 @@ from ..limit.simulate import prepare_limit
 from ..spec import MLP, Routine
 from ..spec.checks import check_choice, check_int
 from .adapter import Adapter
+from .toy import kernel_root
 
 _NP = numpy_backend()
 #: the layers of a pretrained MLP an adapter goes on
@@ -143,6 +145,12 @@ class Base:
         """K(ξ, ξ') = mean over coordinates of the features' x(ξ) x(ξ'): the covariance of
         Z_A⁰/σ_A over the inputs (exact for the network, an estimate on particles)."""
         return self.features.T @ self.features / self.N
+
+    @cached_property
+    def kernel_root(self) -> np.ndarray:
+        """:func:`~.toy.kernel_root` of :meth:`kernel`, computed once per base: every seed and
+        rate pair that shares this base draws Z_A⁰ from it."""
+        return kernel_root(self.kernel())
 
 
 def pretrain(pre: PretrainedLoRA, x, width, seed: int = 0, particles: int = 16384) -> Base:

@@ -126,6 +126,14 @@ def input_kernel(toy: LoRAToy, x: np.ndarray) -> np.ndarray:
     return K
 
 
+def kernel_root(K) -> np.ndarray:
+    """A square root L Lᵀ = K of an input kernel (Z_A⁰'s law is σ_A L ε), by eigenvectors
+    times the roots of the eigenvalues clipped at 0: K's round-off rank deficiency is
+    tolerated."""
+    vals, vecs = np.linalg.eigh(K)
+    return vecs * np.sqrt(np.clip(vals, 0.0, None))
+
+
 def require_toy(toy, what: str) -> LoRAToy:
     """``toy`` as a :class:`LoRAToy`, for what is built on the toy alone (``what``)."""
     if not isinstance(toy, LoRAToy):
