@@ -32,12 +32,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from ..engine.backend import numpy_backend
-from ..engine.heap import reused_heap
 from ..errors import DivergenceError, SpecError
 from ..finite.train import train_finite
+from ..limit.montecarlo.engine import host_settings
 from ..limit.montecarlo.montecarlo import DeepRun
 from ..limit.simulate import prepare_limit
 from ..spec import MLP, Routine
@@ -192,7 +191,7 @@ def _pretrain_limit(pre: PretrainedLoRA, x, seed: int, N: int) -> Base:
                          method="monte_carlo", record=())
     spec = plan.engine.spec
     run = DeepRun(spec, np.random.default_rng(seed))
-    with threadpool_limits(limits=1, user_api="blas"), reused_heap():
+    with host_settings(spec):
         res = run.run(lambda t: None)
         if res.interrupted:
             raise KeyboardInterrupt

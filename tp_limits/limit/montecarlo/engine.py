@@ -3,6 +3,8 @@ an optimizer that is not linear in the gradients (Adam), of the partner-particle
 partners.py, with the options and memory checked first (docs/theory.md §4, §10.6)."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 from threadpoolctl import threadpool_limits
 
@@ -45,12 +47,21 @@ def run_once(spec: RunSpec, rng, on_step=lambda t: None) -> LimitResult:
     run's large temporaries come from a reused heap (engine/heap.py), not
     from fresh mappings that fault in page by page.
     """
-    if spec.backend != "numpy":
+    with host_settings(spec):
         return _run(spec, rng, on_step)
+
+
+@contextlib.contextmanager
+def host_settings(spec: RunSpec):
+    """What a run on the host holds while it works (run_once's docstring): the history
+    kernels compiled, BLAS on one thread, the reused heap.  A GPU run needs none of them."""
+    if spec.backend != "numpy":
+        yield
+        return
     with compile_notice("the history kernels"):
         history_kernels.warm_up()
     with threadpool_limits(limits=1, user_api="blas"), reused_heap():
-        return _run(spec, rng, on_step)
+        yield
 
 
 def run_in_worker(spec: RunSpec, seed_seq) -> LimitResult:
