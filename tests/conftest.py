@@ -113,6 +113,14 @@ def against_reference(net, mine, ref, n: int, seed: int = 4) -> None:
         assert np.abs(Wa - Wb).max() <= 1e-10 * max(moved, np.abs(Wb).max())
 
 
+def finite_mean(net, routine, n: int, seeds: int):
+    """(mean, SE) over seeds 0 … seeds − 1 of finite nets' f_eval at width n (seeds − 1 dof)."""
+    import tp_limits as tp
+    F = np.array([tp.train_finite(net, routine, n, seed=s, record=(), progress=False).f_eval
+                  for s in range(seeds)])
+    return F.mean(axis=0), F.std(axis=0, ddof=1) / np.sqrt(seeds)
+
+
 def exact_against_monte_carlo(net, routine, particles=2 ** 13, replicates=8, seed=3):
     """(exact, Monte Carlo, t quantile) for a linear network, after asserting that the
     exact engine ran and that the Monte Carlo limit (plain draws) is within the t bound of

@@ -16,6 +16,11 @@ def test_study_fields_and_exponent():
     assert -0.9 < study.exponent < -0.2
     assert len(study.table().rows) == 5
     assert study.plot().axes[0].get_yscale() == "log"
+    # the widest width's largest |seed mean − limit| over the combined SE, written out
+    F = np.array([tr.f_eval for tr in study.runs[-1]])[:, 1:]
+    z = np.abs(F.mean(axis=0) - lim.f_eval[1:]) / np.sqrt(
+        F.var(axis=0, ddof=1) / 6 + lim.f_eval_se[1:] ** 2)
+    assert study.widest_gap() == pytest.approx(z.max(), rel=1e-12) and study.widest_gap() > 0
 
 
 @pytest.mark.parametrize("other", [
@@ -56,3 +61,5 @@ def test_a_kept_run_is_found_by_its_width_and_seed():
     bare = tp.convergence(net, d1(), [16, 32], seeds=2, executor="serial", progress=False)
     with pytest.raises(tp.SpecError, match="keep_runs=True"):
         bare.run(16, 0)
+    with pytest.raises(tp.SpecError, match="keep_runs=True"):
+        bare.widest_gap()

@@ -3,8 +3,8 @@ the dense iteration, finite networks against a dense implementation written here
 classifier's exponents against coordinate checks, and the refusals."""
 import numpy as np
 import pytest
-from conftest import (D1, N8_LONG, against_reference, exact_against_monte_carlo, t_quantile,
-                      welch_dof)
+from conftest import (D1, N8_LONG, against_reference, exact_against_monte_carlo, finite_mean,
+                      t_quantile, welch_dof)
 
 import tp_limits as tp
 from tp_limits.engine.backend import numpy_backend
@@ -250,10 +250,6 @@ def test_exact_linear_muon_limit_matches_monte_carlo(L, opt):
     exact_against_monte_carlo(net, tp.Routine(lr=0.05, optimizer=tp.Muon(**opt), **N8_LONG))
 
 
-def _finite_mean(net, r, n, seeds):
-    F = np.array([tp.train_finite(net, r, n, seed=s, record=()).f_eval for s in range(seeds)])
-    return F.mean(axis=0), F.std(axis=0, ddof=1) / np.sqrt(seeds)
-
 
 @pytest.mark.slow
 @pytest.mark.parametrize("L", [1, 2, 3])
@@ -266,7 +262,7 @@ def test_muon_limit_matches_finite_networks_at_width_4096(L):
     r = tp.Routine(X, Y, lr=0.05, batch_size=2, eval_inputs=N8_LONG["eval_inputs"],
                    optimizer=tp.Muon())
     lim = tp.simulate_limit(net, r, particles=2 ** 14, replicates=8)
-    mean, se = _finite_mean(net, r, 4096, 6)
+    mean, se = finite_mean(net, r, 4096, 6)
     combined = np.hypot(se[1:], lim.f_eval_se[1:])
     q = t_quantile(welch_dof(se[1:], 5, lim.f_eval_se[1:], lim.status.se_dof))
     assert np.all(np.abs(mean[1:] - lim.f_eval[1:]) <= q * combined)

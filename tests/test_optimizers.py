@@ -6,7 +6,7 @@ freedom; finite nets enter through their seed mean and its standard error.
 """
 import numpy as np
 import pytest
-from conftest import D1, N8_LONG, t_quantile
+from conftest import D1, N8_LONG, finite_mean, t_quantile
 
 import tp_limits as tp
 from tp_limits.engine.backend import numpy_backend
@@ -117,16 +117,12 @@ def test_exact_linear_limits_match_monte_carlo(L, opt):
     assert np.abs(plain.f_eval[-1] - exact.f_eval[-1]).max() > 20 * bound.max()
 
 
-def _finite_mean(net, r, n, seeds):
-    F = np.array([tp.train_finite(net, r, n, seed=s, record=()).f_eval for s in range(seeds)])
-    return F.mean(axis=0), F.std(axis=0, ddof=1) / np.sqrt(seeds)
-
 
 def test_deep_linear_limit_matches_finite_networks_at_width_8192():
     net = tp.MLP(tp.mup(2), 3, 2, phi="id")
     r = tp.Routine(lr=0.4, optimizer=OPT, **N8_LONG)
     exact = tp.simulate_limit(net, r)
-    mean, se = _finite_mean(net, r, 8192, 6)
+    mean, se = finite_mean(net, r, 8192, 6)
     assert np.all(np.abs(mean[1:] - exact.f_eval[1:]) <= 3 * se[1:])
 
 
@@ -137,7 +133,7 @@ def test_tanh_limits_match_finite_networks_at_width_8192(L):
     net = tp.MLP(tp.mup(L), 3, 2, phi="tanh")
     r = tp.Routine(lr=0.6, optimizer=OPT, **N8_LONG)
     lim = tp.simulate_limit(net, r, particles=2 ** 15, replicates=8, progress=False)
-    mean, se = _finite_mean(net, r, 8192, 6)
+    mean, se = finite_mean(net, r, 8192, 6)
     combined = np.hypot(se[-1], lim.f_eval_se[-1])
     assert np.all(np.abs(mean[-1] - lim.f_eval[-1]) <= 3 * combined), (mean[-1], lim.f_eval[-1])
     plain = tp.simulate_limit(net, tp.Routine(lr=0.6, **N8_LONG), particles=2 ** 15,
@@ -342,7 +338,7 @@ def test_nesterov_silu_limits_match_finite_networks(L):
     lim = tp.simulate_limit(net, r, particles=2 ** 15, replicates=8, progress=False)
     study = tp.convergence(net, r, [256, 1024, 4096], seeds=8, limit=lim, executor="serial")
     assert -0.75 <= study.exponent <= -0.3, (study.exponent, study.rms)
-    mean, se = _finite_mean(net, r, 4096, 8)
+    mean, se = finite_mean(net, r, 4096, 8)
     combined = np.hypot(se[-1], lim.f_eval_se[-1])
     assert np.all(np.abs(mean[-1] - lim.f_eval[-1]) <= 3 * combined), (mean[-1], lim.f_eval[-1])
     # heavy ball on the array twin for L = 1 (no fused kernel compiled for silu with it)

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import D1, N8_LONG, t_quantile, welch_dof
+from conftest import D1, N8_LONG, finite_mean, t_quantile, welch_dof
 
 import tp_limits as tp
 from tp_limits.engine.backend import numpy_backend
@@ -270,11 +270,6 @@ def test_finite_adamw_with_a_schedule_is_torch_adamw_written_out():
         assert np.allclose(W, n ** -al * wl, rtol=1e-12, atol=1e-15)
 
 
-def _finite_mean(net, r, n, seeds):
-    F = np.array([tp.train_finite(net, r, n, seed=s, record=(), progress=False).f_eval
-                  for s in range(seeds)])
-    return F.mean(axis=0), F.std(axis=0, ddof=1) / np.sqrt(seeds)
-
 
 @pytest.mark.slow
 @pytest.mark.parametrize("net, opt, kw", [
@@ -295,7 +290,7 @@ def test_scheduled_limits_match_finite_networks_at_width_4096(net, opt, kw):
     r = tp.Routine(X, Y, lr=rates, batch_size=2, eval_inputs=N8_LONG["eval_inputs"],
                    optimizer=opt)
     lim = tp.simulate_limit(net, r, progress=False, **kw)
-    mean, se = _finite_mean(net, r, 4096, 6)
+    mean, se = finite_mean(net, r, 4096, 6)
     combined = np.hypot(se[-1], lim.f_eval_se[-1])
     q = t_quantile(welch_dof(se[-1], 5, lim.f_eval_se[-1], lim.status.se_dof))
     assert np.all(np.abs(mean[-1] - lim.f_eval[-1]) <= q * combined), (mean[-1], lim.f_eval[-1])

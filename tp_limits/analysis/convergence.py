@@ -111,6 +111,19 @@ class ConvergenceStudy:
                             "(the study was interrupted)")
         return self.runs[i][int(done[i, :j].sum())]
 
+    def widest_gap(self) -> float:
+        """max over the evaluated outputs after step 0 of |seed mean − limit| / combined SE
+        at the widest width, the combined SE √(sd²/S + SE_limit²) (S − 1 and the limit's
+        degrees of freedom; ``keep_runs=True`` and a shared limit needed)."""
+        if not self.runs or not self.runs[-1] or self.limit is None:
+            raise SpecError("widest_gap needs the runs and one shared limit: call "
+                            "tp.convergence(..., keep_runs=True) without conditioned=True")
+        runs = np.array([r.f_eval for r in self.runs[-1]])       # (S, T+1, E, d_out)
+        gap = runs.mean(axis=0)[1:] - self.limit.f_eval[1:]
+        se = np.sqrt(runs.std(axis=0, ddof=1)[1:] ** 2 / len(runs)
+                     + self.limit.f_eval_se[1:] ** 2)
+        return float(np.nanmax(np.abs(gap) / se))
+
     def table(self) -> Table:
         rows = [(str(n), f"{r:.3e}", f"{rs:.1e}", f"{b:.3e}", f"{bs:.1e}")
                 for n, r, rs, b, bs in zip(self.widths, self.rms, self.rms_se, self.bias,

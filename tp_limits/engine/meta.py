@@ -11,6 +11,7 @@ import numpy as np
 
 from .._version import __version__
 from ..spec.fields import MODEL_FIELDS
+from ..spec.phases import phases_json
 
 #: Keys of :func:`problem_meta`: two runs agree on all of them iff they solve the same problem.
 PROBLEM_KEYS = (("parametrization", "L", "d_in", "d_out")
@@ -30,7 +31,8 @@ def problem_meta(problem) -> dict:
     return {"parametrization": repr(net.param), **model_meta(net),
             "lr": r.lr, "lr_schedule": None if r.lr_factors is None else r.lr_factors.tolist(),
             "loss": r.loss, "batch_size": r.batch_size, "steps": r.steps,
-            "optimizer": str(problem.optimizer)}
+            "optimizer": str(problem.optimizer),
+            "phases": phases_json(r.phase_spans)}
 
 
 def run_meta(problem, status, wall_time_s: float, **engine) -> dict:

@@ -80,21 +80,38 @@ GENERATORS = {"teacher": teacher, "blobs": blobs, "d1": d1, "digits": digits}
 DEFAULT_GENERATED_STEPS = 16
 
 
-def _array(value, key: str, base: Path) -> np.ndarray:
+def _array(value, key: str, base: Path, section: str = "data") -> np.ndarray:
     if isinstance(value, str):
         path = (base / value).expanduser()
         if path.suffix != ".npy":
-            raise ExperimentError(f"data.{key} = {value!r}: a file given here must be a .npy "
-                                  "array (use data.file for an .npz)")
+            raise ExperimentError(f"{section}.{key} = {value!r}: a file given here must be a "
+                                  ".npy array (use data.file for an .npz)")
         try:
             return np.load(path, allow_pickle=False)
         except (OSError, ValueError) as exc:
-            raise ExperimentError(f"data.{key}: cannot read {path}: {exc}") from None
+            raise ExperimentError(f"{section}.{key}: cannot read {path}: {exc}") from None
     try:
         return np.array(value)
     except (TypeError, ValueError):
-        raise ExperimentError(f"data.{key} must be a rectangular array of numbers (every row "
-                              "the same length)") from None
+        raise ExperimentError(f"{section}.{key} must be a rectangular array of numbers (every "
+                              "row the same length)") from None
+
+
+def load_finetune_data(cfg: dict, base: Path):
+    """(X, Y, eval_inputs or None, eval_targets or None, steps) of a validated [finetune]
+    section's second task: the data generator's at ``data_seed`` (default data.seed + 1),
+    or the section's own arrays."""
+    ft, data, routine = cfg["finetune"], cfg["data"], cfg["routine"]
+    steps = ft["steps"] if ft["steps"] is not None else routine["steps"]
+    if data["generator"] is not None:
+        seed = data["seed"] + 1 if ft["data_seed"] is None else ft["data_seed"]
+        return load_data(dict(data, seed=seed), dict(routine, steps=steps), base)
+    E = None if ft["eval_inputs"] is None else _array(ft["eval_inputs"], "eval_inputs", base,
+                                                       "finetune")
+    Ye = (None if ft["eval_targets"] is None
+          else _array(ft["eval_targets"], "eval_targets", base, "finetune"))
+    return (_array(ft["X"], "X", base, "finetune"), _array(ft["Y"], "Y", base, "finetune"), E,
+            Ye, steps)
 
 
 def load_data(data: dict, routine: dict, base: Path):

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..abc.table import Table
 from ..engine.meta import model_meta
+from ..spec.phases import phases_json
 from .output import staged, write_json_file
 from .runner import ExperimentResult
 
@@ -226,7 +227,8 @@ def summary(res: ExperimentResult) -> dict:
                     "schedule": exp.config.get("routine", {}).get("schedule", "constant"),
                     "lr_factors": (None if exp.routine.lr_factors is None
                                    else exp.routine.lr_factors.tolist()),
-                    "loss": exp.routine.loss, "eval_inputs": exp.routine.eval_inputs.tolist()},
+                    "loss": exp.routine.loss, "eval_inputs": exp.routine.eval_inputs.tolist(),
+                    "phases": phases_json(exp.routine.phase_spans)},
         "limit": {"engine": res.limit.meta.get("engine"), "method": res.limit.meta.get("method"),
                   "se_method": res.limit.meta.get("se_method"),
                   "f_final": res.limit.f_eval[T].tolist(),
@@ -252,6 +254,18 @@ def summary(res: ExperimentResult) -> dict:
     return out
 
 
+def _phases_sentence(routine) -> str:
+    """" In phases: steps 0–15 train every parameter; …" (docs/theory.md §10.10), or ""."""
+    if len(routine.phase_spans) == 1 and routine.phase_spans[0].train is None:
+        return ""
+    rates = routine.lr * routine.rates
+    parts = [f"steps {p.start}–{p.stop - 1} train "
+             f"{'every parameter' if p.train is None else ', '.join(p.train)} at "
+             f"η = {rates[p.start]:g}" + (" (scheduled)" if np.ptp(rates[p.start:p.stop]) else "")
+             for p in routine.phase_spans]
+    return " In phases: " + "; ".join(parts) + " (evaluated on the last phase's task)."
+
+
 def _markdown(res: ExperimentResult, s: dict, files: list) -> str:
     exp, k = res.experiment, res.classification
     lines = [f"# {exp.name}", ""]
@@ -268,8 +282,10 @@ def _markdown(res: ExperimentResult, s: dict, files: list) -> str:
         f"Routine: {s['routine']['steps']} SGD steps, batch {exp.routine.batch_size}, "
         f"η = {exp.routine.lr}"
         + (f" (the peak of a {s['routine']['schedule']} schedule)"
-           if exp.routine.lr_factors is not None else "")
-        + f", loss {exp.routine.loss}.",
+           if exp.routine.lr_factors is not None and len(exp.routine.phase_spans) == 1
+           else "")
+        + f", loss {exp.routine.loss}."
+        + _phases_sentence(exp.routine),
         f"Limit: {s['limit']['engine']} ({s['limit']['method']}), "
         f"{exp.limit['particles']:,} particles × {exp.limit['replicates']} replicates; "
         f"error bars: {s['limit']['se_method']}.", ""]

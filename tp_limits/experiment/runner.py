@@ -32,12 +32,12 @@ from ..engine.trajectory import Trajectory
 from ..errors import TPError, UnsupportedError
 from ..finite.train import prepare_finite
 from ..limit import prepare_limit, simulate_limit
-from ..spec import MLP, SGD, Routine, SpectralUpdate
+from ..spec import MLP, SGD, Problem, Routine, SpectralUpdate
 from ..spec.fields import mlp_from_file, renamed
 from ..spec.optimizers import OPTIMIZERS, default_optimizer, hyperparameters
 from ..spec.schedules import named
 from .adapt import build_adapter
-from .data import load_data
+from .data import load_data, load_finetune_data
 from .schema import ExperimentError, validate
 
 DEMO_FILE = "demo.toml"
@@ -218,6 +218,30 @@ def _routine_keys(kind: str, r: dict) -> dict:
     return keys
 
 
+def _with_finetune(cfg: dict, routine: Routine, net: MLP, base: Path) -> Routine:
+    """The routine followed by the [finetune] phase (docs/theory.md §10.10): its task, rate,
+    steps and trained parameters, under the same loss, batch size and optimizer; errors
+    name the finetune key."""
+    ft = cfg["finetune"]
+    X, Y, E, Ye, steps = load_finetune_data(cfg, base)
+    keys = {"lr": "finetune.lr", "train": "finetune.train", "X": "finetune.X",
+            "Y": "finetune.Y", "eval_inputs": "finetune.eval_inputs",
+            "eval_targets": "finetune.eval_targets", "steps": "finetune.steps"}
+    try:
+        second = Routine(X, Y, lr=routine.lr if ft["lr"] is None else ft["lr"],
+                         loss=routine.loss, batch_size=routine.batch_size, steps=steps,
+                         eval_inputs=E, eval_targets=Ye, optimizer=routine.optimizer,
+                         train=tuple(ft["train"]))
+        joined = Routine.phases(routine, second)
+        Problem(net, joined)
+    except TPError as exc:
+        message = renamed(str(exc), keys)
+        if "phase 2's train" in message:
+            message = "finetune.train: " + message
+        raise ExperimentError(message) from None
+    return joined
+
+
 def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
     """Validate ``config`` and build the experiment (no simulation yet).
 
@@ -238,6 +262,8 @@ def build(config: dict, base=".", source: str = "<dict>") -> Experiment:
                               optimizer=_optimizer(param.optimizer, r))
         except TPError as exc:
             raise type(exc)(renamed(str(exc), _routine_keys(param.optimizer, r))) from None
+        if cfg["finetune"]["train"] is not None:
+            routine = _with_finetune(cfg, routine, net, Path(base))
     except ExperimentError:
         raise
     except TPError as exc:

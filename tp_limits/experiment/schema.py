@@ -197,6 +197,20 @@ SCHEMA: dict = {
                                    "drift where μP's transfers?); one without a limit sweeps "
                                    "its finite widths only", choices=tuple(sorted(PRESETS))),
     },
+    "finetune": {
+        "train": Key("strs", None, "a second phase after [routine] (docs/theory.md §10.10): "
+                                   "the parameters it trains, e.g. [\"W2\", \"W3\"] "
+                                   "(W1 … W{L+1}, b1 …); the others stay frozen"),
+        "lr": Key("number", None, "the second phase's learning rate (default: routine.lr)"),
+        "steps": Key("int", None, "the second phase's steps (default: as routine.steps)"),
+        "data_seed": Key("int", None, "generators: the seed of the second task's data "
+                                      "(default: data.seed + 1, a new task of the same kind)"),
+        "X": Key("array", None, "inline or file data: the second task's training inputs"),
+        "Y": Key("array", None, "... its training targets"),
+        "eval_inputs": Key("array", None, "... its evaluation inputs (the run evaluates "
+                                          "on the second task's)"),
+        "eval_targets": Key("array", None, "... their targets"),
+    },
     "adapter": {
         "layer": Key("str", "hidden", "where the adapter goes: 'hidden' (W^L) or 'readout' "
                                       "(W^{L+1}) of the pretrained network "
@@ -329,6 +343,31 @@ def _check_combinations(cfg: dict) -> None:
         raise ExperimentError(f"data.noise must be >= 0, got {d['noise']}")
     if cfg["sweep"]["compare"] and cfg["sweep"]["lrs"] is None:
         raise ExperimentError("sweep.compare needs sweep.lrs (the learning rates to sweep)")
+    ft = cfg["finetune"]
+    # every value given is checked by its key first, then what is missing
+    if ft["lr"] is not None and not (np.isfinite(ft["lr"]) and ft["lr"] > 0):
+        raise ExperimentError(f"finetune.lr = {ft['lr']!r} must be a positive number")
+    if ft["steps"] is not None and ft["steps"] < 1:
+        raise ExperimentError(f"finetune.steps must be >= 1, got {ft['steps']}")
+    if ft["data_seed"] is not None and ft["data_seed"] < 0:
+        raise ExperimentError(f"finetune.data_seed must be >= 0, got {ft['data_seed']}")
+    if ft["train"] is None and any(v is not None for v in ft.values()):
+        raise ExperimentError("finetune.train is required in [finetune]: the parameters the "
+                              "second phase trains, e.g. train = [\"W2\", \"W3\"]")
+    if ft["train"] is not None:
+        inline = ft["X"] is not None
+        if d["generator"] is None and not inline:
+            raise ExperimentError("finetune.X and finetune.Y are required with inline or file "
+                                  "data (a generator draws the second task from data_seed)")
+        if d["generator"] is not None and inline:
+            raise ExperimentError("finetune.X: with data.generator the second task is drawn "
+                                  "by the generator from finetune.data_seed; leave out X, Y, "
+                                  "eval_inputs and eval_targets")
+        if ft["data_seed"] is not None and d["generator"] in (None, "d1"):
+            raise ExperimentError("finetune.data_seed applies to a data.generator that draws "
+                                  "with a seed (teacher, blobs, digits)")
+        if inline and ft["Y"] is None:
+            raise ExperimentError("finetune.Y is required with finetune.X")
     r = cfg["routine"]
     if r["steps"] is not None and r["steps"] < 1:
         raise ExperimentError(f"routine.steps must be >= 1, got {r['steps']}")

@@ -54,7 +54,7 @@ class FiniteNetwork:
 
     def __init__(self, net: MLP, width: int, lr: float, seed: int, backend: Backend, dtype,
                  backprop: str = "exact", optimizer=None, keep_init: bool = False,
-                 divergence_bound: float | None = DIVERGENCE_BOUND):
+                 divergence_bound: float | None = DIVERGENCE_BOUND, clocks=None):
         self.net, self.n, self.b, self.dtype = net, width, backend, np.dtype(dtype)
         self.xp = backend.xp
         self.program = net.program
@@ -63,6 +63,7 @@ class FiniteNetwork:
         self.backprop = backprop
         self.opt = SGD() if optimizer is None else optimizer
         self.bound = divergence_bound
+        self.clocks = clocks         # the routine's phases (spec/phases.py); None: train all
         L, n = net.L, width
         const = net.finite_constants(width, lr)
         shapes = [(n, net.d_in)] + [(n, n)] * (L - 1) + [(net.d_out, n)]
@@ -199,16 +200,25 @@ class FiniteNetwork:
     def activation_backward(self, l, n, dx):
         return dx * self.phi.dphi(n, self.b)
 
+    def _count(self, kind: str, l: int) -> int:
+        """This update's count for the weight or bias of layer l: 0 when the routine's
+        phase leaves it frozen (no step, no decay, no state change; docs/theory.md §10.10)."""
+        return self.t if self.clocks is None else self.clocks.trains(kind, l, self.t - 1)
+
     def gradient(self, l, g) -> None:
         """The optimizer's step on W^l, whose W-gradient is gᵀ x^{l−1}."""
-        self.opt.finite_step(self.W[l], self.state[l], g, self._xs[l], self.const, l, self.t,
-                             self.b, self._rate)
+        k = self._count("W", l)
+        if k:
+            self.opt.finite_step(self.W[l], self.state[l], g, self._xs[l], self.const, l, k,
+                                 self.b, self._rate)
 
     def bias_gradient(self, l, g) -> None:
         """The optimizer's step on layer l's bias, a weight with input 1: gradient gᵀ 1."""
-        ones = self.xp.ones((len(g), 1), dtype=g.dtype)
-        self.opt.finite_step(self.bias[l], self.bias_state[l], g, ones, self.const.bias, l,
-                             self.t, self.b, self._rate)
+        k = self._count("b", l)
+        if k:
+            ones = self.xp.ones((len(g), 1), dtype=g.dtype)
+            self.opt.finite_step(self.bias[l], self.bias_state[l], g, ones, self.const.bias,
+                                 l, k, self.b, self._rate)
 
     def unresidual(self, h_skip, c, v):
         return (v - h_skip) / c

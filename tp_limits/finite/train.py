@@ -154,7 +154,7 @@ def run_finite(plan: FinitePlan) -> Trajectory:
     net, routine, dtype, record = problem.net, problem.routine, o.dtype, o.record
     started = time.perf_counter()
     nw = FiniteNetwork(net, width, routine.lr, o.seed, b, dtype, o.backprop, problem.optimizer,
-                       o.keeps_initial, o.divergence_bound)
+                       o.keeps_initial, o.divergence_bound, problem.clocks)
     T, B, E = problem.T, problem.B, problem.E
     xp, tonp = b.xp, b.to_numpy
     Xe = b.asarray(problem.eval_inputs, dtype)

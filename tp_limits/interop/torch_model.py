@@ -19,7 +19,10 @@ groups carry each layer's numbers (docs/interop.md §2):
   weight_decay = δ_l / lr;
 * a learning-rate schedule: a ``LambdaLR`` with the routine's factors η_t / η, which
   scales each group's rate and leaves the optimizer's state alone, as every engine
-  here does (docs/theory.md §10.9).
+  here does (docs/theory.md §10.9);
+* a routine in phases: ``TorchModel.train`` turns ``requires_grad`` off for the weights a
+  step leaves frozen, so torch's optimizer skips them — no step, no decay, no state — as
+  every engine here does (docs/theory.md §10.10).
 """
 from __future__ import annotations
 
@@ -77,9 +80,14 @@ class TorchModel:
         out = np.zeros((problem.T + 1, problem.E, net.d_out))
         with torch.no_grad():
             out[0] = self.module(Xe).numpy()
+        weights = [layer.weight for layer in (*self.module.hidden, self.module.readout)]
         for t in range(problem.T):
             Xb, Yb = (torch.tensor(a, dtype=torch.float64) for a in problem.batch(t))
-            self.optimizer.zero_grad()
+            # a routine's phases (docs/theory.md §10.10): a frozen weight gets no gradient,
+            # so the optimizer skips it (no step, no decay, no state), as train_finite does
+            for l, w in enumerate(weights):
+                w.requires_grad_(bool(problem.clocks.trains("W", l, t)))
+            self.optimizer.zero_grad(set_to_none=True)
             self.loss(self.module(Xb), Yb).backward()
             self.optimizer.step()
             if self.scheduler is not None:

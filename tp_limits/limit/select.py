@@ -13,11 +13,13 @@ feature learning, L = 1                fused.ParticleEngine (Monte Carlo or
 feature learning, L >= 2, φ = id       exact.LinearEngine (exact/program.py)
 feature learning, L >= 2               montecarlo.MonteCarloEngine (Stein or tangent Ż)
 feature learning, L = 1, a program     the deep engines (bias particles §13,
-  that is not plain                    normalizations §14)
+  that is not plain, or phases         normalizations §14, frozen layers §10.10)
 optimizer not linear in the gradients  UnsupportedError (a nonlinear kernel)
 (Adam), kernel or trivial regime
 weight decay, kernel regime            UnsupportedError (decay moves W_0 by Θ(1))
 orthogonal hidden initialization       UnsupportedError (not a Gaussian program)
+phases under Muon                      UnsupportedError (its buffer has no rule for
+                                       frozen steps)
 an optimizer without a built limit     UnsupportedError (its ``limit_refusal``: a
   (a spectral transform of Adam, L ≥ 2)  spectral transform of a dense n × n direction)
 =====================================  =============================================
@@ -56,7 +58,7 @@ def select_engine(problem, options):
             f"{param.label} is unstable, so it has no infinite-width limit: "
             + "; ".join(k.violations))
     opt = problem.optimizer
-    refusal = net.limit_refusal() or opt.limit_refusal(net)
+    refusal = net.limit_refusal() or opt.limit_refusal(net) or _phase_refusal(problem)
     if refusal:
         raise UnsupportedError(refusal)
     deep_fl = k.regime == "feature_learning" and net.L >= 2
@@ -83,10 +85,12 @@ def select_engine(problem, options):
                         "network has no closed form under it; use method='monte_carlo'")
     exact = options.method == "exact" or (options.method is None and net.phi == "id"
                                           and opt.exact_linear)
-    if net.L == 1 and (not opt.coordinatewise or not problem.program.plain):
-        # a step that needs particle means first (Muon's Gram of the update), or a program
-        # the fused one-hidden sweep does not take (biases, a normalization): the deep
-        # engines, which walk any program, with no hidden matrix
+    if net.L == 1 and (not opt.coordinatewise or not problem.program.plain
+                       or problem.clocks.phased):
+        # a step that needs particle means first (Muon's Gram of the update), a program
+        # the fused one-hidden sweep does not take (biases, a normalization), or phases
+        # that freeze a layer: the deep engines, which walk any program and read the
+        # phases' clocks, with no hidden matrix
         if exact:
             _refuse_deep_knobs(options, "the exact linear limit")
         return (DeepLinear if exact else MonteCarloEngine)(problem, k, options)
@@ -97,6 +101,16 @@ def select_engine(problem, options):
     if exact:
         _refuse_deep_knobs(options, "the exact deep linear limit")
     return (DeepLinear if exact else MonteCarloEngine)(problem, k, options)
+
+
+def _phase_refusal(problem) -> str | None:
+    """Why the limit cannot follow this routine's phases (None: it can)."""
+    if problem.clocks.phased and not problem.optimizer.coordinatewise:
+        return (f"a routine in phases under {problem.optimizer}: its limit moves a hidden "
+                "matrix by a matrix function of a momentum buffer over every stored step "
+                "(docs/theory.md §11), which has no rule yet for steps that leave the matrix "
+                "frozen; train the phases with SGD or Adam, or run the finite networks alone")
+    return None
 
 
 def _refuse_kernel_knobs(options, label: str) -> None:

@@ -14,6 +14,7 @@ from ..errors import SpecError
 from ..losses import Loss, get_loss
 from .mlp import MLP
 from .optimizers import check_optimizer
+from .phases import Clocks
 from .routine import Routine
 
 
@@ -36,6 +37,7 @@ class Problem:
                             "matrices has no rule for a bias vector here (docs/theory.md §13); "
                             "train biases with SGD or Adam, or build the network with "
                             "bias=None")
+        self.clocks             # noqa: B018  (checks every phase's train against the net)
         self.targets            # noqa: B018  (checks the targets against d_out now)
         self.eval_targets       # noqa: B018
 
@@ -104,8 +106,16 @@ class Problem:
 
     @property
     def constant_rate(self) -> bool:
-        """Whether the routine trains at a constant rate (no schedule)."""
-        return self.routine.lr_factors is None
+        """Whether the routine trains at a constant rate (no schedule) and every step trains
+        every parameter (the engines' shortcut for plain SGD)."""
+        return self.routine.lr_factors is None and not self.clocks.phased
+
+    @cached_property
+    def clocks(self) -> Clocks:
+        """Every parameter's update count at every step: 0 where the routine's phases leave
+        it frozen (spec/phases.py, docs/theory.md §10.10)."""
+        names = tuple(p.name for p in self.program.parameters)
+        return Clocks.of(self.routine.phase_spans, names, self.T)
 
     @property
     def T(self) -> int:

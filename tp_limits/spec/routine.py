@@ -10,6 +10,7 @@ from ..errors import SpecError
 from ..losses import get_loss
 from .checks import as_matrix, check_bool, check_int
 from .optimizers import Optimizer, names
+from .phases import Phase, check_train
 from .schedules import resolve
 
 
@@ -41,6 +42,11 @@ class Routine:
     holding the width-free hyperparameters (momentum, weight decay, Adam's
     β, ε); None means the plain optimizer the parametrization names.
 
+    ``train`` names the parameters the routine trains ("W1" … "W{L+1}", "b1" …; None: every
+    one); the others stay frozen.  :meth:`phases` joins routines into one that runs them in
+    turn (pretrain, then fine-tune), each phase with its data, rates and ``train``
+    (``phase_spans``, docs/theory.md §10.10).
+
     ``lr`` is the base learning rate η, or a schedule: ``steps`` rates (an array,
     e.g. from :func:`tp.schedules.warmup_cosine <tp_limits.spec.schedules.warmup_cosine>`)
     or a function of the step t = 0 … T−1.  A schedule is kept as its peak
@@ -58,12 +64,14 @@ class Routine:
     eval_targets: np.ndarray | None
     optimizer: object
     lr_factors: np.ndarray | None
+    phase_spans: tuple
 
     def __init__(self, X, Y, lr, loss: str = "mse", batch_size: int = 1, steps=None,
-                 eval_inputs=None, eval_targets=None, optimizer=None):
+                 eval_inputs=None, eval_targets=None, optimizer=None, train=None):
         if optimizer is not None and not isinstance(optimizer, Optimizer):
             raise SpecError(f"optimizer must be {names()} or None, got {optimizer!r}")
         get_loss(loss)
+        train = check_train(train)
         X = as_matrix(X, "X")
         B = check_int(batch_size, "batch_size")
         Y = self._targets(Y, loss, len(X))
@@ -98,6 +106,57 @@ class Routine:
         object.__setattr__(self, "eval_inputs", E)
         object.__setattr__(self, "eval_targets", eval_targets)
         object.__setattr__(self, "optimizer", optimizer)
+        object.__setattr__(self, "phase_spans", (Phase(0, steps, train),))
+
+    @classmethod
+    def phases(cls, *routines, eval_inputs=None, eval_targets=None) -> "Routine":
+        """One routine that runs ``routines`` in turn: phase k's steps follow phase k−1's,
+        each with its own batches, its own rates (its η times its schedule) and its own
+        ``train`` (docs/theory.md §10.10).  The phases share one optimizer, one loss and one
+        batch size.  Evaluation is on the last phase's eval inputs and targets (the task
+        being fine-tuned) unless ``eval_inputs`` / ``eval_targets`` are given.
+
+        >>> pretrain = tp.Routine(X1, Y1, lr=0.5)
+        >>> finetune = tp.Routine(X2, Y2, lr=0.1, train=("W3",))
+        >>> routine = tp.Routine.phases(pretrain, finetune)
+        """
+        if not routines:
+            raise SpecError("Routine.phases needs at least one routine")
+        for k, r in enumerate(routines):
+            if not isinstance(r, Routine):
+                raise SpecError(f"Routine.phases: phase {k + 1} is a {type(r).__name__}, not "
+                                "a tp.Routine")
+        first = routines[0]
+        for k, r in enumerate(routines[1:], 2):
+            for what in ("loss", "batch_size", "optimizer"):
+                if getattr(r, what) != getattr(first, what):
+                    raise SpecError(
+                        f"Routine.phases: phase {k} has {what} = {getattr(r, what)!r} but "
+                        f"phase 1 has {getattr(first, what)!r}; the phases of one routine "
+                        "share the loss, the batch size and the optimizer (its state "
+                        "carries over from phase to phase)")
+            if (r.Y.ndim == 1) != (first.Y.ndim == 1) or (
+                    r.Y.ndim == 2 and r.Y.shape[1] != first.Y.shape[1]):
+                raise SpecError(f"Routine.phases: phase {k}'s targets Y are not in phase 1's "
+                                "format (the same number of columns, or class labels for both)")
+        last = routines[-1]
+        if eval_inputs is None:
+            eval_inputs = last.eval_inputs
+            if eval_targets is None:
+                eval_targets = last.eval_targets
+        spans, start = [], 0
+        for r in routines:
+            spans.extend(Phase(start + p.start, start + p.stop, p.train) for p in r.phase_spans)
+            start += r.steps
+        rates = np.concatenate([r.lr * r.rates for r in routines])
+        lr = rates[0] if np.all(rates == rates[0]) else rates
+        out = cls(np.concatenate([r.training_inputs for r in routines]),
+                  np.concatenate([r.Y[: r.steps * r.batch_size] for r in routines]),
+                  lr=float(lr) if np.ndim(lr) == 0 else lr, loss=first.loss,
+                  batch_size=first.batch_size, steps=start, eval_inputs=eval_inputs,
+                  eval_targets=eval_targets, optimizer=first.optimizer)
+        object.__setattr__(out, "phase_spans", tuple(spans))
+        return out
 
     @classmethod
     def from_arrays(cls, X, Y, lr, batch_size: int = 1, steps=None, epochs=None,
@@ -166,6 +225,7 @@ class Routine:
         out = Routine(self.X, self.Y, lr=lr, loss=self.loss, batch_size=self.batch_size,
                       steps=self.steps, eval_inputs=self.eval_inputs,
                       eval_targets=self.eval_targets, optimizer=self.optimizer)
+        object.__setattr__(out, "phase_spans", self.phase_spans)
         if isinstance(lr, numbers.Real) and not isinstance(lr, bool):
             object.__setattr__(out, "lr_factors", self.lr_factors)     # the same shape
         return out

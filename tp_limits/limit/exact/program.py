@@ -127,8 +127,10 @@ class _ExactRun:
         rates = problem.rates
         # pair-matrix optimizers (Muon): ΔW^l is Σ_{i,j} δh_i Ω[i, j] x_jᵀ over stored pairs
         self.msign = opt.pair_matrix
+        self.clocks = clocks = problem.clocks    # the phases' frozen steps (spec/phases.py)
         self.sched = {l: (opt.init_factor(self.decay[l - 1], T, rates), None) if self.msign
-                      else opt.schedule(self.decay[l - 1], T, rates) for l in hidden}
+                      else opt.schedule(self.decay[l - 1], T, rates, clocks.of_layer("W", l - 1))
+                      for l in hidden}
         self.omega = {l: np.zeros((B * T, B * T)) for l in hidden} if self.msign else {}
         if opt.coordinatewise:
             self.stU = [opt.rule.zeros(c) for c in self.cU]
@@ -261,29 +263,34 @@ class _ExactRun:
             dx = alpha * sum(chi[i, o] * self.cV[o] for o in range(len(self.cV)))  # δx^L
             dh1.append(self.program.backward(hs, dx, self))
         rate = self.problem.rate(t)
-        eta, decay = self.eta, self.decay
+        eta, decay, clocks = self.eta, self.decay, self.clocks
         for l, c in self.cb.items():   # coordinatewise rules only (Problem refuses others)
-            scale_b, h_b = opt.coordinate(self.eta_b[l], 1.0, self.decay_b[l], t + 1,
-                                          rate)
-            self.cb[l], self.st_b[l] = opt.rule.apply(c, scale_b * self._bias_grad[l],
-                                                      self.st_b[l], h_b)
+            if clocks.trains("b", l, t):
+                scale_b, h_b = opt.coordinate(self.eta_b[l], 1.0, self.decay_b[l],
+                                              clocks.trains("b", l, t), rate)
+                self.cb[l], self.st_b[l] = opt.rule.apply(c, scale_b * self._bias_grad[l],
+                                                          self.st_b[l], h_b)
         for l, beta in self.beta.items():
-            scale_b, h_b = opt.coordinate(self.eta_b[l], alpha, self.decay_b[l], t + 1,
-                                          rate)
-            self.beta[l], self.st_b[l] = opt.rule.apply(beta, scale_b * chi.sum(axis=0),
-                                                        self.st_b[l], h_b)
+            if clocks.trains("b", l, t):
+                scale_b, h_b = opt.coordinate(self.eta_b[l], alpha, self.decay_b[l],
+                                              clocks.trains("b", l, t), rate)
+                self.beta[l], self.st_b[l] = opt.rule.apply(beta, scale_b * chi.sum(axis=0),
+                                                            self.st_b[l], h_b)
         cU, cV, d = self.cU, self.cV, len(self.cU)
+        kU, kV = clocks.trains("W", 0, t), clocks.trains("W", L, t)
         if opt.coordinatewise:
-            scale_u, h_u = opt.coordinate(eta[0], 1.0, decay[0], t + 1, rate)  # α in δh^1
-            scale_v, h_v = opt.coordinate(eta[L], alpha, decay[L], t + 1, rate)
-            for k in range(d):
-                cU[k], self.stU[k] = opt.rule.apply(
-                    cU[k], scale_u * sum(Xb[i, k] * dh1[i] for i in range(B)), self.stU[k],
-                    h_u)
-            for o in range(len(cV)):
-                cV[o], self.stV[o] = opt.rule.apply(
-                    cV[o], scale_v * sum(chi[i, o] * fwd[i][1][-1] for i in range(B)),
-                    self.stV[o], h_v)
+            if kU:
+                scale_u, h_u = opt.coordinate(eta[0], 1.0, decay[0], kU, rate)  # α in δh^1
+                for k in range(d):
+                    cU[k], self.stU[k] = opt.rule.apply(
+                        cU[k], scale_u * sum(Xb[i, k] * dh1[i] for i in range(B)),
+                        self.stU[k], h_u)
+            if kV:
+                scale_v, h_v = opt.coordinate(eta[L], alpha, decay[L], kV, rate)
+                for o in range(len(cV)):
+                    cV[o], self.stV[o] = opt.rule.apply(
+                        cV[o], scale_v * sum(chi[i, o] * fwd[i][1][-1] for i in range(B)),
+                        self.stV[o], h_v)
         else:                            # a step that needs the particles' means
             ZU, self.stU = opt.move_particles(np.column_stack(cU), self.stU,
                                               np.column_stack(dh1), Xb, eta[0], 1.0, decay[0],

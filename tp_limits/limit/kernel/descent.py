@@ -58,6 +58,21 @@ def _given_f0(f0, Z, d_out) -> np.ndarray:
     return arr
 
 
+def _phase_groups(components: dict, clocks) -> list:
+    """[(K, counts)]: the kernel components (ntk's, keyed by layer or bias) summed over the
+    parameters that train at the same steps, with their update counts.  Without phases it
+    is one group, the whole kernel.  The rule moves f by each group's kernel with the
+    group's own state: without decay it is linear and independent of f, so the groups'
+    steps add, as each layer's own optimizer step adds in the network (docs/theory.md
+    §10.10)."""
+    groups = {}
+    for key, K in components.items():
+        counts = clocks.counts[key if isinstance(key, str) else f"W{key}"]
+        entry = groups.setdefault(counts.tobytes(), [0.0, counts])
+        entry[0] = entry[0] + K
+    return [tuple(v) for v in groups.values()]
+
+
 class KernelEngine(Engine):
     """Kernel gradient descent (kernel regime) or the constant limit (trivial regime)."""
 
@@ -101,10 +116,8 @@ class KernelEngine(Engine):
         eval_idx = _index(Z, p.eval_inputs)
         # trivial: of the parameters only the width-free ones move, a readout bias (§13)
         moving = None if not self.trivial else biases_moving_with(p.net, ())
-        if moving is None or moving:
-            K = ntk(p.net, Z, layers=moving)
-        else:
-            K = np.zeros((len(Z), len(Z)))
+        groups = (_phase_groups(ntk(p.net, Z, components=True, layers=moving), p.clocks)
+                  if moving is None or moving else [])
         F, f0_desc = self._initial(np.random.default_rng(self.options.seed))
         S, E = len(F), len(eval_idx)
         f_eval = np.full((S, T + 1, E, do), np.nan)
@@ -112,7 +125,7 @@ class KernelEngine(Engine):
         losses = np.zeros((S, T))
         f_eval[:, 0] = F[:, eval_idx]
         opt = p.optimizer
-        state = opt.rule.zeros(F)
+        states = [opt.rule.zeros(F) for _ in groups]
         loop = StepLoop(T, on_step)
         with loop:
             for t in loop:
@@ -122,9 +135,12 @@ class KernelEngine(Engine):
                 f_train[:, t] = fb
                 losses[:, t] = [np.mean(p.loss.value(fb[s], Yb, np)) for s in range(S)]
                 chi = np.stack([p.loss.grad(fb[s], Yb, np) for s in range(S)]) / B
-                scale, h = opt.coordinate(p.routine.lr, 1.0, 0.0, t + 1, p.rate(t))
-                F, state = opt.rule.apply(
-                    F, scale * np.einsum("zi,sio->szo", K[:, idx], chi), state, h)
+                for g, (K, counts) in enumerate(groups):
+                    if counts[t]:            # the group's layers train at this step
+                        scale, h = opt.coordinate(p.routine.lr, 1.0, 0.0, int(counts[t]),
+                                                  p.rate(t))
+                        F, states[g] = opt.rule.apply(
+                            F, scale * np.einsum("zi,sio->szo", K[:, idx], chi), states[g], h)
                 check_size(F, t + 1, None, "output f", self.options.divergence_bound)
                 if t + 1 in eval_steps:
                     f_eval[:, t + 1] = F[:, eval_idx]

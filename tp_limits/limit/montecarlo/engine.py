@@ -115,7 +115,15 @@ class MonteCarloEngine(FeatureLearningEngine):
         super().__init__(problem, classification, options)
         net = problem.net
         if options.method == "quadrature":
-            raise SpecError("method='quadrature' applies to one hidden layer only")
+            why = (f"L = {net.L} hidden layers" if net.L > 1 else
+                   "a routine in phases (the fused sweep does not read which steps freeze a "
+                   "layer)" if problem.clocks.phased else
+                   "biases or a normalization (the fused sweep takes plain MLPs)"
+                   if not problem.program.plain else
+                   "an optimizer whose step needs the particles' means first")
+            raise SpecError("method='quadrature' applies to one hidden layer only, in the "
+                            f"fused sweep, which this problem does not run in: {why}; use "
+                            "method='monte_carlo'")
         decoupled = options.backprop == "decoupled"
         zdot = estimator_class(options.zdot, decoupled, net.nonlinearity)
         if zdot.name == "tangent" and not problem.program.plain:

@@ -146,8 +146,11 @@ class DeepRun:
         self.plain = opt.plain and p.constant_rate
         self.decay = opt.shrinks(c.decay)
         # (ρ, C) per hidden matrix; an optimizer that is not linear has no C (partners.py)
-        self.sched = {l: (opt.schedule(self.decay[l - 1], p.T, rates) if opt.linear
-                          else (opt.init_factor(self.decay[l - 1], p.T, rates), None))
+        self.clocks = clocks = p.clocks          # the phases' frozen steps (spec/phases.py)
+        self.sched = {l: (opt.schedule(self.decay[l - 1], p.T, rates, clocks.of_layer("W", l - 1))
+                          if opt.linear else
+                          (opt.init_factor(self.decay[l - 1], p.T, rates,
+                                           clocks.of_layer("W", l - 1)), None))
                       for l in range(2, L + 1)}
         self.stU, self.stV = (opt.particle_state(self.ZU, "input"),
                               opt.particle_state(self.ZV, "readout"))
@@ -325,15 +328,20 @@ class DeepRun:
         weight decay)."""
         L, opt = self.L, self.opt
         self.updates += 1
-        rate = self.spec.problem.rate(self.updates - 1)
-        # the tangents follow plain SGD only, whose step is the rate times η
-        self.zdot.update(rate * self.eta[0], Xb, t_dh1, rate * self.eta[L], self.alpha, chi,
-                         t_xL)
-        ZU_new, self.stU = opt.move_particles(self.ZU, self.stU, dh1.T, Xb, self.eta[0], 1.0,
-                                              self.decay[0], self.updates, rate, "input")
-        self.ZV, self.stV = opt.move_particles(self.ZV, self.stV, xL.T, chi, self.eta[L],
-                                               self.alpha, self.decay[L], self.updates, rate,
-                                               "readout")
+        t = self.updates - 1
+        rate = self.spec.problem.rate(t)
+        kU, kV = self.clocks.trains("W", 0, t), self.clocks.trains("W", L, t)
+        # the tangents follow plain SGD only, whose step is the rate times η (0: frozen)
+        self.zdot.update(rate * self.eta[0] * bool(kU), Xb, t_dh1,
+                         rate * self.eta[L] * bool(kV), self.alpha, chi, t_xL)
+        ZU_new = self.ZU
+        if kU:
+            ZU_new, self.stU = opt.move_particles(self.ZU, self.stU, dh1.T, Xb, self.eta[0],
+                                                  1.0, self.decay[0], kU, rate, "input")
+        if kV:
+            self.ZV, self.stV = opt.move_particles(self.ZV, self.stV, xL.T, chi, self.eta[L],
+                                                   self.alpha, self.decay[L], kV, rate,
+                                                   "readout")
         self.ZU = ZU_new
         for l in range(2, L + 1):
             self.npairs[l] += len(Xb)
@@ -342,17 +350,20 @@ class DeepRun:
         """Each hidden bias's particles by the optimizer's rule for one coordinate with the
         gradient Σ_i g^l_i (the step's backward vectors, taken before any update), and the
         readout's β by the same rule with α Σ_i χ_i (``chi`` on the host)."""
-        c, opt, xp, t = self.spec.const.bias, self.opt, self.xp, self.updates
-        rate = self.spec.problem.rate(t - 1)
+        c, opt, xp, t = self.spec.const.bias, self.opt, self.xp, self.updates - 1
+        rate = self.spec.problem.rate(t)
         for l, z in self.Zb.items():
-            g = self.bias_grads[l]
-            self.Zb[l], self.st_b[l] = opt.move_particles(
-                z, self.st_b[l], g.T, xp.ones((len(g), 1)), c.eta[l], 1.0,
-                self.bias_decay[l], t, rate, "input")
+            g, k = self.bias_grads[l], self.clocks.trains("b", l, t)
+            if k:
+                self.Zb[l], self.st_b[l] = opt.move_particles(
+                    z, self.st_b[l], g.T, xp.ones((len(g), 1)), c.eta[l], 1.0,
+                    self.bias_decay[l], k, rate, "input")
         for l, beta in self.beta.items():
-            self.beta[l], self.st_b[l] = opt.move_particles(
-                beta, self.st_b[l], np.ones((1, len(chi))), chi, c.eta[l], self.alpha,
-                self.bias_decay[l], t, rate, "readout")
+            k = self.clocks.trains("b", l, t)
+            if k:
+                self.beta[l], self.st_b[l] = opt.move_particles(
+                    beta, self.st_b[l], np.ones((1, len(chi))), chi, c.eta[l], self.alpha,
+                    self.bias_decay[l], k, rate, "readout")
 
     # -- outputs ------------------------------------------------------------------------------
     def output(self, xL, step, with_se=False):

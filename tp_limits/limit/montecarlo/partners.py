@@ -64,29 +64,35 @@ class PartnerDeepRun(DeepRun):
             return None
         return -(self.eta[l - 1] / self.M) * (dh[:, self.P] @ self.bw[l][-1])
 
-    def _direction(self, state, g):
-        return self.opt.direction(state, g, self.updates, self.xp)
+    def _direction(self, state, g, k):
+        return self.opt.direction(state, g, k, self.xp)
 
     def update(self, Xb, dh1, t_dh1, xL, t_xL, chi) -> None:
         """The optimizer's step on every particle's Z^U, Z^{nV} and on the sampled pairs of
         each hidden matrix, simultaneously (every gradient is from this step's forward and
         backward), with decoupled decay."""
         self.updates += 1
-        L, P = self.L, self.P
-        s = self.spec.problem.rate(self.updates - 1)   # the schedule scales step and decay
+        L, P, t = self.L, self.P, self.updates - 1
+        s = self.spec.problem.rate(t)   # the schedule scales step and decay
         for l in range(2, L + 1):
+            k = self.clocks.trains("W", l - 1, t)
+            if not k:                    # frozen in this phase: its Ψ stays
+                continue
             x, dh = self.x_rows[l], self.dh_rows[l]
             shrink = s * self.decay[l - 1]
             for block, g in ((self.fw[l], dh.T @ x[:, P]), (self.bw[l], dh[:, P].T @ x)):
-                psi = self._direction(block[:-1], g)
+                psi = self._direction(block[:-1], g, k)
                 block[-1] *= 1.0 - shrink
                 if s != 1.0:
                     psi *= s
                 block[-1] += psi
-        psi_U = self._direction(self.mom_U, dh1.T @ Xb)
-        psi_V = self._direction(self.mom_V, self.alpha * xL.T @ chi)
-        self.ZU = (1.0 - s * self.decay[0]) * self.ZU - (s * self.eta[0]) * psi_U
-        self.ZV = (1.0 - s * self.decay[L]) * self.ZV - (s * self.eta[L]) * psi_V
+        kU, kV = self.clocks.trains("W", 0, t), self.clocks.trains("W", L, t)
+        if kU:
+            psi_U = self._direction(self.mom_U, dh1.T @ Xb, kU)
+            self.ZU = (1.0 - s * self.decay[0]) * self.ZU - (s * self.eta[0]) * psi_U
+        if kV:
+            psi_V = self._direction(self.mom_V, self.alpha * xL.T @ chi, kV)
+            self.ZV = (1.0 - s * self.decay[L]) * self.ZV - (s * self.eta[L]) * psi_V
 
 
 def bytes_per_particle(L: int, d: int, d_out: int, partners: int, slots: int) -> float:

@@ -244,11 +244,13 @@ class Optimizer:
         return self.rule.apply(Z, scale * left @ right, state, h)
 
     # -- deep hidden matrices ---------------------------------------------------------------
-    def schedule(self, shrink: float, T: int, rates=None):
+    def schedule(self, shrink: float, T: int, rates=None, counts=None):
         """(ρ, C): W_t = ρ_t W_0 − Σ_{s<t} C[t, s] γ G_s under this linear optimizer with
         shrink δ and the learning-rate factors ``rates`` (T values; None: constant), γ the
         base step (docs/theory.md §10.2, §10.9).  ρ (T+1,), C (T+1, T), C[t, s] = 0 for
-        s >= t.
+        s >= t.  ``counts`` (T update counts, spec/phases.py; None: every step trains) leaves
+        W where it is at a step with count 0: C[·, s] = 0 there and ρ does not move
+        (docs/theory.md §10.10).
 
         Derived from the rule: W is linear in (W_0, γG_0, γG_1, ...), so the rule
         applied to W's coefficient vector w = (ρ_t, −C[t, 0], …) with the step's
@@ -260,23 +262,25 @@ class Optimizer:
         w[0] = 1.0
         state = self.rule.zeros(w)
         rho, C = np.ones(T + 1), np.zeros((T + 1, T))
-        for t, rate in enumerate(_rates(rates, T)):
-            scale, h = self.coordinate(1.0, 1.0, shrink, t + 1, rate)
-            g = np.zeros(T + 1)
-            g[1 + t] = scale
-            w, state = self.rule.apply(w, g, state, h)
+        for t, rate, k in _steps(rates, counts, T):
+            if k:
+                scale, h = self.coordinate(1.0, 1.0, shrink, k, rate)
+                g = np.zeros(T + 1)
+                g[1 + t] = scale
+                w, state = self.rule.apply(w, g, state, h)
             rho[t + 1], C[t + 1] = w[0], -w[1:]
         return rho, C
 
-    def init_factor(self, shrink: float, T: int, rates=None) -> np.ndarray:
+    def init_factor(self, shrink: float, T: int, rates=None, counts=None) -> np.ndarray:
         """ρ_t, t = 0..T: the factor on W_0 in W_t, which only the decay moves (the rule
-        applied to z = 1 with zero gradients).  For a linear optimizer it is the ρ of
-        :meth:`schedule`."""
+        applied to z = 1 with zero gradients; not at a frozen step of ``counts``).  For a
+        linear optimizer it is the ρ of :meth:`schedule`."""
         z, state = np.ones(1), self.rule.zeros(np.ones(1))
         rho = np.ones(T + 1)
-        for t, rate in enumerate(_rates(rates, T)):
-            _, h = self.coordinate(1.0, 1.0, shrink, t + 1, rate)
-            z, state = self.rule.apply(z, np.zeros(1), state, h)
+        for t, rate, k in _steps(rates, counts, T):
+            if k:
+                _, h = self.coordinate(1.0, 1.0, shrink, k, rate)
+                z, state = self.rule.apply(z, np.zeros(1), state, h)
             rho[t + 1] = z[0]
         return rho
 
@@ -325,9 +329,12 @@ class Optimizer:
         return f"{type(self).__name__}({args})"
 
 
-def _rates(rates, T: int):
-    """The T factors of a schedule (ones when there is none)."""
-    return np.ones(T) if rates is None else np.asarray(rates, dtype=np.float64)
+def _steps(rates, counts, T: int):
+    """(t, s_t, k_t) for t = 0 … T−1: the schedule's factor and the update count (0: the
+    parameter is frozen at step t; every step is the (t+1)-th update without ``counts``)."""
+    s = np.ones(T) if rates is None else np.asarray(rates, dtype=np.float64)
+    k = np.arange(1, T + 1) if counts is None else np.asarray(counts)
+    return ((t, float(s[t]), int(k[t])) for t in range(T))
 
 
 def _fmt(v) -> str:

@@ -218,9 +218,12 @@ class BufferSpectral(Optimizer):
         return self.vectors.move_particles(Z, state, left, right, lr, alpha, shrink, t, rate,
                                            layer, moments)
 
-    def init_factor(self, shrink, T, rates=None):
-        """ρ_t = Π_{s<t} (1 − s_s δ): decoupled decay on W_0."""
+    def init_factor(self, shrink, T, rates=None, counts=None):
+        """ρ_t = Π_{s<t} (1 − s_s δ) over the steps s that train the matrix (``counts``
+        nonzero; all without): decoupled decay on W_0."""
         r = np.ones(T) if rates is None else np.asarray(rates, float)
+        if counts is not None:
+            r = r * (np.asarray(counts) > 0)
         return np.concatenate([[1.0], np.cumprod(1.0 - r * shrink)])
 
     def buffer_weights(self, steps, t: int) -> np.ndarray:
