@@ -42,6 +42,14 @@ def _newer_engine(case):
     vector layers), residual blocks of one and two layers, biases, a learning-rate
     schedule."""
     schedule = tp.schedules.warmup_cosine(0.4, tp.Routine(lr=0.4, **N8_LONG).steps, warmup=1)
+    half = dict(batch_size=2, eval_inputs=N8_LONG["eval_inputs"])
+    X, Y = N8_LONG["X"], N8_LONG["Y"]
+
+    def phases(lr, train, optimizer=None):
+        """Pretrain on the first two batches, then train only ``train`` on the third."""
+        return tp.Routine.phases(
+            tp.Routine(X[:4], Y[:4], lr=lr, optimizer=optimizer, **half),
+            tp.Routine(X[4:], Y[4:], lr=lr, optimizer=optimizer, train=train, **half))
     muon = dict(lr=0.05, **N8_LONG)
     return {
         "muon L=1": (tp.MLP(tp.mup(1, optimizer="muon"), 3, 2, phi="tanh"),
@@ -80,6 +88,10 @@ def _newer_engine(case):
                                    dict(partners=16)),
         "norm layer one hidden": (tp.MLP(tp.mup(1), 3, 2, phi="relu", norm="layer"),
                                   tp.Routine(lr=0.3, **N8_LONG), {}),
+        "phases deep momentum": (tp.MLP(tp.mup(2), 3, 2, phi="tanh"),
+                                 phases(0.4, ("W2",), tp.SGD(momentum=0.8)), {}),
+        "phases deep adam": (tp.MLP(tp.mup(2, optimizer="adam"), 3, 2, phi="tanh"),
+                             phases(0.05, ("W1", "W3"), tp.Adam()), dict(partners=16)),
     }[case]
 
 
@@ -88,12 +100,12 @@ CASES = ["deep L=3 stein", "deep L=2 tangent", "deep L=2 adam", "deep L=3 stein 
          "muon L=2 polar decay", "muon L=2 adam vectors", "residual K=2",
          "residual blocks of 2", "residual muon", "biases deep", "schedule deep momentum",
          "schedule one hidden adam", "norm layer deep", "norm rms residual adam",
-         "norm layer one hidden"]
+         "norm layer one hidden", "phases deep momentum", "phases deep adam"]
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_gpu_engine_matches_cpu_engine_number_for_number(case):
-    if case.startswith(("muon", "residual", "schedule", "biases", "norm")):
+    if case.startswith(("muon", "residual", "schedule", "biases", "norm", "phases")):
         net, r, extra = _newer_engine(case)
     else:
         L = 1 if "one" in case else int(case.split("L=")[1][0])
@@ -115,7 +127,7 @@ def test_gpu_engine_matches_cpu_engine_number_for_number(case):
 
 
 @pytest.mark.parametrize("case", ["muon", "residual blocks of 2 with adam", "spectral init",
-                                  "biases", "norms"])
+                                  "biases", "norms", "phases"])
 def test_gpu_finite_network_matches_numpy(case):
     """Finite networks of the newer layer kinds and optimizers: the same weights (drawn on
     the host) trained on either backend agree to 1e-10 in float64."""
@@ -129,6 +141,10 @@ def test_gpu_finite_network_matches_numpy(case):
         net, r = tp.MLP(tp.mup(3, optimizer="adam"), 3, 2, phi="tanh", norm="rms",
                         residual=tp.Residual.depth_mup("adam")), \
             tp.Routine(lr=0.02, optimizer=tp.Adam(), **N8_LONG)
+    elif case == "phases":
+        net, r = tp.MLP(tp.mup(2, optimizer="adam"), 3, 2, phi="tanh"), tp.Routine.phases(
+            tp.Routine(lr=0.02, optimizer=tp.Adam(), train=("W2", "W3"), **N8_LONG),
+            tp.Routine(lr=0.02, optimizer=tp.Adam(), **N8_LONG))
     elif case == "spectral init":
         net, r = tp.MLP(tp.mup(2), 3, 2, phi="tanh", init="spectral"), \
             tp.Routine(lr=0.3, **N8_LONG)

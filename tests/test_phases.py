@@ -83,6 +83,10 @@ def test_phases_must_share_loss_batch_and_optimizer():
         tp.Routine.phases(pre, tp.Routine(lr=0.1, batch_size=2, optimizer=tp.SGD(0.5), **b))
     with pytest.raises(SpecError, match="phase 2 is a dict"):
         tp.Routine.phases(pre, b)
+    with pytest.raises(SpecError, match="phase 2's inputs X have 2 columns"):
+        tp.Routine.phases(pre, tp.Routine(b["X"][:, :2], b["Y"], lr=0.1, batch_size=2))
+    with pytest.raises(SpecError, match="phase 2's targets Y"):
+        tp.Routine.phases(pre, tp.Routine(b["X"], b["Y"][:, :1], lr=0.1, batch_size=2))
 
 
 def test_a_parameter_the_network_lacks_is_refused_before_any_work():
@@ -303,3 +307,24 @@ def test_quadrature_names_why_a_phased_one_hidden_network_cannot_use_it():
     with pytest.raises(SpecError, match="L = 2 hidden layers"):
         tp.simulate_limit(tp.MLP(tp.mup(2), 3, 2), _phased(0.3, 0.2, ("W2",)),
                           method="quadrature")
+
+
+def test_biases_follow_the_phases():
+    """φ = id, biases on every layer; phase two trains W2 and b2 alone.  Finite: b1 and b3
+    end where phase one left them, b2 moves on.  Limit: the exact engine (bias
+    coefficients) and the Monte Carlo engine (bias particles, the readout's β) within the t
+    bound at every step."""
+    net = tp.MLP(tp.mup(2), 3, 2, phi="id", bias=tp.Bias(sigma=0.5))
+    r = _phased(0.2, 0.2, ("W2", "b2"))
+    one = tp.Routine(lr=0.2, batch_size=2, **_tasks()[0])
+    full = tp.train_finite(net, r, 128, seed=3, keep_weights=True)
+    first = tp.train_finite(net, one, 128, seed=3, keep_weights=True)
+    for l in (0, 2):
+        assert np.array_equal(full.weights.bias_final[l], first.weights.bias_final[l])
+    assert not np.array_equal(full.weights.bias_final[1], first.weights.bias_final[1])
+    exact = tp.simulate_limit(net, r)
+    mc = tp.simulate_limit(net, r, method="monte_carlo", particles=2 ** 13, replicates=8)
+    q = t_quantile(mc.status.se_dof)
+    assert np.all(np.abs(mc.f_eval[1:] - exact.f_eval[1:]) <= q * mc.f_eval_se[1:])
+    every = tp.simulate_limit(net, _phased(0.2, 0.2, None))
+    assert np.abs(every.f_eval[-1] - exact.f_eval[-1]).max() > 1e-3

@@ -135,6 +135,9 @@ class Routine:
                         f"phase 1 has {getattr(first, what)!r}; the phases of one routine "
                         "share the loss, the batch size and the optimizer (its state "
                         "carries over from phase to phase)")
+            if r.d_in != first.d_in:
+                raise SpecError(f"Routine.phases: phase {k}'s inputs X have {r.d_in} columns "
+                                f"but phase 1's have {first.d_in}")
             if (r.Y.ndim == 1) != (first.Y.ndim == 1) or (
                     r.Y.ndim == 2 and r.Y.shape[1] != first.Y.shape[1]):
                 raise SpecError(f"Routine.phases: phase {k}'s targets Y are not in phase 1's "

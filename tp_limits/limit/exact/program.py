@@ -265,15 +265,15 @@ class _ExactRun:
         rate = self.problem.rate(t)
         eta, decay, clocks = self.eta, self.decay, self.clocks
         for l, c in self.cb.items():   # coordinatewise rules only (Problem refuses others)
-            if clocks.trains("b", l, t):
-                scale_b, h_b = opt.coordinate(self.eta_b[l], 1.0, self.decay_b[l],
-                                              clocks.trains("b", l, t), rate)
+            k = clocks.trains("b", l, t)
+            if k:
+                scale_b, h_b = opt.coordinate(self.eta_b[l], 1.0, self.decay_b[l], k, rate)
                 self.cb[l], self.st_b[l] = opt.rule.apply(c, scale_b * self._bias_grad[l],
                                                           self.st_b[l], h_b)
         for l, beta in self.beta.items():
-            if clocks.trains("b", l, t):
-                scale_b, h_b = opt.coordinate(self.eta_b[l], alpha, self.decay_b[l],
-                                              clocks.trains("b", l, t), rate)
+            k = clocks.trains("b", l, t)
+            if k:
+                scale_b, h_b = opt.coordinate(self.eta_b[l], alpha, self.decay_b[l], k, rate)
                 self.beta[l], self.st_b[l] = opt.rule.apply(beta, scale_b * chi.sum(axis=0),
                                                             self.st_b[l], h_b)
         cU, cV, d = self.cU, self.cV, len(self.cU)
