@@ -8,10 +8,10 @@ standard errors' own degrees of freedom.
 """
 import numpy as np
 import pytest
-from conftest import N8_LONG, finite_mean, t_quantile, welch_dof
+from conftest import N8_LONG, exact_against_monte_carlo, finite_mean, t_quantile, welch_dof
 
 import tp_limits as tp
-from tp_limits.errors import SpecError, UnsupportedError
+from tp_limits.errors import SpecError
 from tp_limits.spec import Problem
 from tp_limits.spec.phases import Clocks, Phase
 
@@ -207,12 +207,36 @@ def test_exact_and_monte_carlo_limits_agree_in_phases():
         net, r.with_lr(r.lr)).f_eval).max() == 0.0                      # with_lr kept them
 
 
-def test_phases_are_refused_where_no_rule_exists():
-    net = tp.MLP(tp.mup(2, optimizer="muon"), 3, 2, phi="tanh")
-    r = _phased(0.1, 0.1, ("W2",), optimizer=tp.Muon())
-    tp.train_finite(net, r, 32)                                   # the finite net runs
-    with pytest.raises(UnsupportedError, match="routine in phases under Muon"):
-        tp.simulate_limit(net, r)
+@pytest.mark.parametrize("phi, kw", [("tanh", dict(particles=4096, replicates=2)),
+                                     ("id", {})], ids=["monte-carlo", "exact"])
+def test_muon_frozen_throughout_equals_its_zero_rate_multiplier(phi, kw):
+    """Muon's hidden matrix left out of train moves the network as lr_mult = 0 does, in the
+    Monte Carlo (msign pairs) and exact engines, to 1e-12."""
+    param = tp.mup(2, optimizer="muon")
+    r = tp.Routine(lr=0.05, train=("W1", "W3"), optimizer=tp.Muon(), **N8_LONG)
+    plain = tp.Routine(lr=0.05, optimizer=tp.Muon(), **N8_LONG)
+    net = tp.MLP(param, 3, 2, phi=phi)
+    a = tp.simulate_limit(net, r, **kw)
+    b = tp.simulate_limit(tp.MLP(param, 3, 2, phi=phi, lr_mult=[1.0, 0.0, 1.0]), plain, **kw)
+    assert np.abs(a.f_eval - b.f_eval).max() < 1e-12
+    assert np.abs(a.f_eval - tp.simulate_limit(net, plain, **kw).f_eval).max() > 1e-3
+
+
+@pytest.mark.parametrize("momentum", [0.9, 0.0])
+def test_muon_in_phases_finite_networks_match_the_exact_limit(momentum):
+    """φ = id, Muon: W2 frozen while the rest pretrains, then trained alone from a fresh
+    buffer (its pairs weighted by its own updates).  Ten nets at width 4096 within the t
+    bound of their standard error of the exact limit (which Monte Carlo matches within its
+    own); the limit of the same routine without phases lies outside it."""
+    net = tp.MLP(tp.mup(2, optimizer="muon"), 3, 2, phi="id")
+    opt = tp.Muon(momentum=momentum, nesterov=False) if momentum == 0 else tp.Muon()
+    r = _phased(0.05, 0.05, ("W2",), optimizer=opt, train1=("W1", "W3"))
+    exact, _, _ = exact_against_monte_carlo(net, r)
+    mean, se = finite_mean(net, r, 4096, 10)
+    q = t_quantile(9)
+    assert np.all(np.abs(mean[1:] - exact.f_eval[1:]) <= q * se[1:])
+    every = tp.simulate_limit(net, _phased(0.05, 0.05, None, optimizer=opt))
+    assert np.any(np.abs(every.f_eval[-1] - exact.f_eval[-1]) > q * se[-1])
 
 
 @pytest.mark.parametrize("opt", [tp.SGD(momentum=0.8, weight_decay=0.1),

@@ -18,8 +18,6 @@ optimizer not linear in the gradients  UnsupportedError (a nonlinear kernel)
 (Adam), kernel or trivial regime
 weight decay, kernel regime            UnsupportedError (decay moves W_0 by Θ(1))
 orthogonal hidden initialization       UnsupportedError (not a Gaussian program)
-phases under Muon                      UnsupportedError (its buffer has no rule for
-                                       frozen steps)
 an optimizer without a built limit     UnsupportedError (its ``limit_refusal``: a
   (a spectral transform of Adam, L ≥ 2)  spectral transform of a dense n × n direction)
 =====================================  =============================================
@@ -58,7 +56,7 @@ def select_engine(problem, options):
             f"{param.label} is unstable, so it has no infinite-width limit: "
             + "; ".join(k.violations))
     opt = problem.optimizer
-    refusal = net.limit_refusal() or opt.limit_refusal(net) or _phase_refusal(problem)
+    refusal = net.limit_refusal() or opt.limit_refusal(net)
     if refusal:
         raise UnsupportedError(refusal)
     deep_fl = k.regime == "feature_learning" and net.L >= 2
@@ -101,16 +99,6 @@ def select_engine(problem, options):
     if exact:
         _refuse_deep_knobs(options, "the exact deep linear limit")
     return (DeepLinear if exact else MonteCarloEngine)(problem, k, options)
-
-
-def _phase_refusal(problem) -> str | None:
-    """Why the limit cannot follow this routine's phases (None: it can)."""
-    if problem.clocks.phased and not problem.optimizer.coordinatewise:
-        return (f"a routine in phases under {problem.optimizer}: its limit moves a hidden "
-                "matrix by a matrix function of a momentum buffer over every stored step "
-                "(docs/theory.md §11), which has no rule yet for steps that leave the matrix "
-                "frozen; train the phases with SGD or Adam, or run the finite networks alone")
-    return None
 
 
 def _refuse_kernel_knobs(options, label: str) -> None:

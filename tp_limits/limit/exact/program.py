@@ -128,7 +128,8 @@ class _ExactRun:
         # pair-matrix optimizers (Muon): ΔW^l is Σ_{i,j} δh_i Ω[i, j] x_jᵀ over stored pairs
         self.msign = opt.pair_matrix
         self.clocks = clocks = problem.clocks    # the phases' frozen steps (spec/phases.py)
-        self.sched = {l: (opt.init_factor(self.decay[l - 1], T, rates), None) if self.msign
+        self.sched = {l: (opt.init_factor(self.decay[l - 1], T, rates,
+                                          clocks.of_layer("W", l - 1)), None) if self.msign
                       else opt.schedule(self.decay[l - 1], T, rates, clocks.of_layer("W", l - 1))
                       for l in hidden}
         self.omega = {l: np.zeros((B * T, B * T)) for l in hidden} if self.msign else {}
@@ -292,14 +293,17 @@ class _ExactRun:
                         cV[o], scale_v * sum(chi[i, o] * fwd[i][1][-1] for i in range(B)),
                         self.stV[o], h_v)
         else:                            # a step that needs the particles' means
-            ZU, self.stU = opt.move_particles(np.column_stack(cU), self.stU,
-                                              np.column_stack(dh1), Xb, eta[0], 1.0, decay[0],
-                                              t + 1, rate, "input", self.moments)
-            ZV, self.stV = opt.move_particles(np.column_stack(cV), self.stV,
-                                              np.column_stack([xs[-1] for _, xs in fwd]), chi,
-                                              eta[L], alpha, decay[L], t + 1, rate, "readout",
-                                              self.moments)
-            self.cU, self.cV = list(ZU.T.copy()), list(ZV.T.copy())
+            if kU:
+                ZU, self.stU = opt.move_particles(np.column_stack(cU), self.stU,
+                                                  np.column_stack(dh1), Xb, eta[0], 1.0,
+                                                  decay[0], kU, rate, "input", self.moments)
+                self.cU = list(ZU.T.copy())
+            if kV:
+                ZV, self.stV = opt.move_particles(np.column_stack(cV), self.stV,
+                                                  np.column_stack([xs[-1] for _, xs in fwd]),
+                                                  chi, eta[L], alpha, decay[L], kV, rate,
+                                                  "readout", self.moments)
+                self.cV = list(ZV.T.copy())
         prim = self.prim
         for l in range(2, L + 1):
             self.pairs[l].extend(self._new_pairs[l])
@@ -307,7 +311,8 @@ class _ExactRun:
                 pairs = self.pairs[l]
                 GP = np.array([[prim.cov(a, b) for b, _ in pairs] for a, _ in pairs])
                 GQ = np.array([[prim.cov(a, b) for _, b in pairs] for _, a in pairs])
-                opt.move_pairs(self.omega[l], GP, GQ, t, B, rate, eta[l - 1], decay[l - 1])
+                opt.move_pairs(self.omega[l], GP, GQ, t, B, rate, eta[l - 1], decay[l - 1],
+                               counts=clocks.of_layer("W", l - 1))
         return fb, float(np.mean(problem.loss.value(fb, Yb, np)))
 
 

@@ -78,7 +78,8 @@ class MsignDeepRun(DeepRun):
             # thread where its own kernels run beside it)
             with self._blas.limit(limits=os.cpu_count() or 1, user_api="blas"):
                 self.opt.move_pairs(self.omega[l], GP, GQ, t, len(Xb), self.spec.problem.rate(t),
-                                    self.eta[l - 1], self.decay[l - 1], self.core_xp)
+                                    self.eta[l - 1], self.decay[l - 1], self.core_xp,
+                                    self.clocks.of_layer("W", l - 1))
 
 
 def _host(a):

@@ -285,11 +285,12 @@ class Optimizer:
         return rho
 
     def move_pairs(self, omega, GP, GQ, t: int, B: int, rate: float, lr: float,
-                   shrink: float, xp=np) -> None:
+                   shrink: float, xp=np, counts=None) -> None:
         """Ω ← (1 − s δ) Ω + s η_l K̂ for a hidden matrix after update t (0-based), K̂ the
         matrix function of its buffer over the stored pairs whose limit Gram matrices are
         G_P (backward vectors) and G_Q (forward vectors): the :attr:`pair_matrix`
-        optimizers' part of the protocol (docs/theory.md §11.4)."""
+        optimizers' part of the protocol (docs/theory.md §11.4); ``counts`` the matrix's
+        update counts under a routine's phases (§10.10)."""
         raise TypeError(f"{self} moves a hidden matrix by its schedule or by partners, "
                         "not by a coefficient matrix over stored pairs")
 

@@ -236,13 +236,25 @@ class BufferSpectral(Optimizer):
         return w
 
     def move_pairs(self, omega, GP, GQ, t: int, B: int, rate: float, lr: float,
-                   shrink: float, xp=np) -> None:
+                   shrink: float, xp=np, counts=None) -> None:
         """Ω ← (1 − s δ) Ω + s η_l K̂ in place for a hidden matrix after update t (0-based):
         K̂ the core of its buffer over the k stored pairs (B per step) whose limit Gram
         matrices are G_P (backward vectors) and G_Q (forward vectors) (§11.4); Ω, G_P and
-        G_Q are arrays of ``xp`` (on a GPU the k × k work stays on the device)."""
+        G_Q are arrays of ``xp`` (on a GPU the k × k work stays on the device).
+
+        ``counts`` (the matrix's update count per step, spec/phases.py; None: every step
+        trains it): at a frozen step nothing moves, and the buffer holds the trained steps'
+        pairs alone, weighted by the updates between them (docs/theory.md §10.10)."""
         k = len(GP)
-        K = self.hidden_core(self.buffer_weights(np.arange(k) // B, t), GP, GQ, xp)
+        steps = np.arange(k) // B
+        if counts is None:
+            weights = self.buffer_weights(steps, t)
+        else:
+            c = np.asarray(counts)
+            if not c[t]:
+                return
+            weights = np.where(c[steps] > 0, self.buffer_weights(c[steps] - 1, c[t] - 1), 0.0)
+        K = self.hidden_core(weights, GP, GQ, xp)
         if rate * shrink:
             omega[:k, :k] *= 1.0 - rate * shrink
         omega[:k, :k] += (rate * lr) * K
