@@ -54,6 +54,30 @@ def test_phases_join_data_rates_and_spans():
         r.phase_spans
 
 
+@pytest.mark.filterwarnings("ignore:lr_sweep")
+def test_a_swept_phase_is_the_one_with_lr_moves():
+    """swept=2: with_lr (what lr_sweep calls) sets the fine-tuning phase's peak and keeps its
+    shape and the pretraining's rates; a sweep of it runs each rate as that routine."""
+    a, b = _tasks()
+    pre = tp.Routine(lr=0.4, batch_size=2, **a)
+    ft = tp.Routine(lr=[0.2, 0.1, 0.1], batch_size=2, train=("W3",), eval_inputs=E, **b)
+    r = tp.Routine.phases(pre, ft, swept=2)
+    s = r.with_lr(0.8)
+    assert np.allclose(s.lr * s.rates, [0.4, 0.4, 0.4, 0.8, 0.4, 0.4])
+    assert s.swept == (3, 6) and s.phase_spans == r.phase_spans
+    assert np.allclose(r.with_lr(0.2).lr * r.with_lr(0.2).rates, r.lr * r.rates)
+    with pytest.raises(SpecError, match="swept phase takes a number"):
+        r.with_lr([0.1] * 6)
+    with pytest.raises(SpecError, match="swept"):
+        tp.Routine.phases(pre, ft, swept=3)
+    net = tp.MLP(tp.mup(2), 3, 2, phi="tanh")
+    sweep = tp.lr_sweep(net, r, [0.1, 0.4, 1.6], widths=[64], seeds=2, limit=False,
+                        refine=0, executor="serial", progress=False)
+    want = tp.train_finite(net, r.with_lr(1.6), 64, seed=0, record=()).loss[-1]
+    got = [rec["value"] for rec in sweep.records if rec["lr"] == 1.6 and rec["seed"] == 0]
+    assert got == [want]
+
+
 def test_clocks_count_each_parameters_own_updates():
     c = Clocks.of((Phase(0, 2, ("W1",)), Phase(2, 5, None)), ("W1", "W2", "b1"), 5)
     assert c.counts["W1"].tolist() == [1, 2, 3, 4, 5]
@@ -307,6 +331,9 @@ def test_an_experiment_file_fine_tunes_after_its_routine():
     a = tp.train_finite(exp.net, r, 64, record=())
     b = tp.train_finite(exp.net, hand, 64, record=())
     assert np.array_equal(a.f_eval, b.f_eval) and np.array_equal(a.loss, b.loss)
+    assert r.swept is None
+    swept = build({**FILE, "finetune": {"train": ["W3"], "lr": 0.2, "steps": 3, "swept": True}})
+    assert swept.routine.swept == (4, 7)
 
 
 @pytest.mark.parametrize("finetune, match", [

@@ -232,7 +232,7 @@ def _with_finetune(cfg: dict, routine: Routine, net: MLP, base: Path) -> Routine
                          loss=routine.loss, batch_size=routine.batch_size, steps=steps,
                          eval_inputs=E, eval_targets=Ye, optimizer=routine.optimizer,
                          train=tuple(ft["train"]))
-        joined = Routine.phases(routine, second)
+        joined = Routine.phases(routine, second, swept=2 if ft["swept"] else None)
         Problem(net, joined)
     except TPError as exc:
         message = renamed(str(exc), keys)

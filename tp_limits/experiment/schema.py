@@ -210,6 +210,8 @@ SCHEMA: dict = {
         "eval_inputs": Key("array", None, "... its evaluation inputs (the run evaluates "
                                           "on the second task's)"),
         "eval_targets": Key("array", None, "... their targets"),
+        "swept": Key("bool", False, "a [sweep] varies the fine-tuning rate alone, the "
+                                    "pretraining's held (false: both phases' rates together)"),
     },
     "adapter": {
         "layer": Key("str", "hidden", "where the adapter goes: 'hidden' (W^L) or 'readout' "
@@ -351,7 +353,7 @@ def _check_combinations(cfg: dict) -> None:
         raise ExperimentError(f"finetune.steps must be >= 1, got {ft['steps']}")
     if ft["data_seed"] is not None and ft["data_seed"] < 0:
         raise ExperimentError(f"finetune.data_seed must be >= 0, got {ft['data_seed']}")
-    if ft["train"] is None and any(v is not None for v in ft.values()):
+    if ft["train"] is None and any(v not in (None, False) for v in ft.values()):
         raise ExperimentError("finetune.train is required in [finetune]: the parameters the "
                               "second phase trains, e.g. train = [\"W2\", \"W3\"]")
     if ft["train"] is not None:

@@ -65,6 +65,7 @@ class Routine:
     optimizer: object
     lr_factors: np.ndarray | None
     phase_spans: tuple
+    swept: tuple | None
 
     def __init__(self, X, Y, lr, loss: str = "mse", batch_size: int = 1, steps=None,
                  eval_inputs=None, eval_targets=None, optimizer=None, train=None):
@@ -107,14 +108,19 @@ class Routine:
         object.__setattr__(self, "eval_targets", eval_targets)
         object.__setattr__(self, "optimizer", optimizer)
         object.__setattr__(self, "phase_spans", (Phase(0, steps, train),))
+        object.__setattr__(self, "swept", None)
 
     @classmethod
-    def phases(cls, *routines, eval_inputs=None, eval_targets=None) -> "Routine":
+    def phases(cls, *routines, eval_inputs=None, eval_targets=None,
+               swept=None) -> "Routine":
         """One routine that runs ``routines`` in turn: phase k's steps follow phase k−1's,
         each with its own batches, its own rates (its η times its schedule) and its own
         ``train`` (docs/theory.md §10.10).  The phases share one optimizer, one loss and one
         batch size.  Evaluation is on the last phase's eval inputs and targets (the task
-        being fine-tuned) unless ``eval_inputs`` / ``eval_targets`` are given.
+        being fine-tuned) unless ``eval_inputs`` / ``eval_targets`` are given.  ``swept``
+        (a phase number k = 1, 2, …; None: all) is the phase whose rate :meth:`with_lr`,
+        and so ``lr_sweep``, moves, the others held: ``swept=2`` sweeps the fine-tuning
+        rate of a pretrained network.
 
         >>> pretrain = tp.Routine(X1, Y1, lr=0.5)
         >>> finetune = tp.Routine(X2, Y2, lr=0.1, train=("W3",))
@@ -147,9 +153,12 @@ class Routine:
             eval_inputs = last.eval_inputs
             if eval_targets is None:
                 eval_targets = last.eval_targets
-        spans, start = [], 0
+        if swept is not None:
+            swept = check_int(swept, "swept", maximum=len(routines))
+        spans, starts, start = [], [], 0
         for r in routines:
             spans.extend(Phase(start + p.start, start + p.stop, p.train) for p in r.phase_spans)
+            starts.append(start)
             start += r.steps
         rates = np.concatenate([r.lr * r.rates for r in routines])
         lr = rates[0] if np.all(rates == rates[0]) else rates
@@ -159,6 +168,9 @@ class Routine:
                   batch_size=first.batch_size, steps=start, eval_inputs=eval_inputs,
                   eval_targets=eval_targets, optimizer=first.optimizer)
         object.__setattr__(out, "phase_spans", tuple(spans))
+        if swept is not None:
+            object.__setattr__(out, "swept", (starts[swept - 1],
+                                              starts[swept - 1] + routines[swept - 1].steps))
         return out
 
     @classmethod
@@ -224,12 +236,25 @@ class Routine:
 
     def with_lr(self, lr) -> "Routine":
         """The same routine with another learning rate: a number replaces the peak and keeps
-        the schedule's shape (what ``lr_sweep`` sweeps); rates or a function replace both."""
-        out = Routine(self.X, self.Y, lr=lr, loss=self.loss, batch_size=self.batch_size,
+        the schedule's shape (what ``lr_sweep`` sweeps); rates or a function replace both.
+        With a swept phase (:meth:`phases`) a number becomes that phase's peak, its shape
+        and every other phase's rates kept."""
+        number = isinstance(lr, numbers.Real) and not isinstance(lr, bool)
+        rates = lr
+        if self.swept is not None:
+            if not number:
+                raise SpecError(f"lr = {lr!r}: a routine with a swept phase takes a number, "
+                                "the swept phase's new peak")
+            a, b = self.swept
+            rates = self.lr * self.rates
+            peak = float(rates[a:b].max())
+            rates[a:b] *= float(resolve(lr, b - a)[0]) / peak
+        out = Routine(self.X, self.Y, lr=rates, loss=self.loss, batch_size=self.batch_size,
                       steps=self.steps, eval_inputs=self.eval_inputs,
                       eval_targets=self.eval_targets, optimizer=self.optimizer)
         object.__setattr__(out, "phase_spans", self.phase_spans)
-        if isinstance(lr, numbers.Real) and not isinstance(lr, bool):
+        object.__setattr__(out, "swept", self.swept)
+        if number and self.swept is None:
             object.__setattr__(out, "lr_factors", self.lr_factors)     # the same shape
         return out
 
