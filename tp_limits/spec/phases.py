@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import SpecError
+from .program import Parameter
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,6 @@ class Clocks:
     step t leaves it frozen and k when step t is its k-th update (docs/theory.md §10.10)."""
 
     counts: dict
-    T: int
 
     @classmethod
     def of(cls, phases: tuple, names: tuple, T: int) -> "Clocks":
@@ -96,7 +96,7 @@ class Clocks:
             c = np.where(mask, np.cumsum(mask), 0)
             c.setflags(write=False)
             counts[name] = c
-        return cls(counts, T)
+        return cls(counts)
 
     @property
     def phased(self) -> bool:
@@ -105,8 +105,9 @@ class Clocks:
 
     def of_layer(self, kind: str, l: int) -> np.ndarray:
         """The counts of the weight (``kind`` "W") or bias ("b") of 0-based layer ``l``."""
-        return self.counts[f"{kind}{l + 1}"]
+        return self.counts[Parameter(kind, l).name]
 
     def trains(self, kind: str, l: int, t: int) -> int:
-        """:meth:`count` of the weight or bias of 0-based layer ``l`` at step t."""
+        """The update count at step t (0: frozen) of the weight or bias of 0-based layer
+        ``l``."""
         return int(self.of_layer(kind, l)[t])

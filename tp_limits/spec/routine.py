@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import SpecError
 from ..losses import get_loss
-from .checks import as_matrix, check_bool, check_int
+from .checks import as_matrix, check_bool, check_int, finite_positive
 from .optimizers import Optimizer, names
 from .phases import Phase, check_train
 from .schedules import resolve
@@ -160,11 +160,11 @@ class Routine:
             spans.extend(Phase(start + p.start, start + p.stop, p.train) for p in r.phase_spans)
             starts.append(start)
             start += r.steps
+        # equal rates everywhere resolve to a constant rate (spec/schedules.resolve)
         rates = np.concatenate([r.lr * r.rates for r in routines])
-        lr = rates[0] if np.all(rates == rates[0]) else rates
         out = cls(np.concatenate([r.training_inputs for r in routines]),
                   np.concatenate([r.Y[: r.steps * r.batch_size] for r in routines]),
-                  lr=float(lr) if np.ndim(lr) == 0 else lr, loss=first.loss,
+                  lr=rates, loss=first.loss,
                   batch_size=first.batch_size, steps=start, eval_inputs=eval_inputs,
                   eval_targets=eval_targets, optimizer=first.optimizer)
         object.__setattr__(out, "phase_spans", tuple(spans))
@@ -248,7 +248,7 @@ class Routine:
             a, b = self.swept
             rates = self.lr * self.rates
             peak = float(rates[a:b].max())
-            rates[a:b] *= float(resolve(lr, b - a)[0]) / peak
+            rates[a:b] *= finite_positive(lr, "lr") / peak
         out = Routine(self.X, self.Y, lr=rates, loss=self.loss, batch_size=self.batch_size,
                       steps=self.steps, eval_inputs=self.eval_inputs,
                       eval_targets=self.eval_targets, optimizer=self.optimizer)

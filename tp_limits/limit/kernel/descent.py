@@ -58,16 +58,17 @@ def _given_f0(f0, Z, d_out) -> np.ndarray:
     return arr
 
 
-def _phase_groups(components: dict, clocks) -> list:
-    """[(K, counts)]: the kernel components (ntk's, keyed by layer or bias) summed over the
-    parameters that train at the same steps, with their update counts.  Without phases it
+def _phase_groups(components: dict, problem) -> list:
+    """[(K, counts)]: the kernel components (ntk's, keyed by the parameters' keys) summed
+    over the parameters that train at the same steps, with their update counts.  Without phases it
     is one group, the whole kernel.  The rule moves f by each group's kernel with the
     group's own state: without decay it is linear and independent of f, so the groups'
     steps add, as each layer's own optimizer step adds in the network (docs/theory.md
     §10.10)."""
+    names = {p.key: p.name for p in problem.program.parameters}
     groups = {}
     for key, K in components.items():
-        counts = clocks.counts[key if isinstance(key, str) else f"W{key}"]
+        counts = problem.clocks.counts[names[key]]
         entry = groups.setdefault(counts.tobytes(), [0.0, counts])
         entry[0] = entry[0] + K
     return [tuple(v) for v in groups.values()]
@@ -116,7 +117,7 @@ class KernelEngine(Engine):
         eval_idx = _index(Z, p.eval_inputs)
         # trivial: of the parameters only the width-free ones move, a readout bias (§13)
         moving = None if not self.trivial else biases_moving_with(p.net, ())
-        groups = (_phase_groups(ntk(p.net, Z, components=True, layers=moving), p.clocks)
+        groups = (_phase_groups(ntk(p.net, Z, components=True, layers=moving), p)
                   if moving is None or moving else [])
         F, f0_desc = self._initial(np.random.default_rng(self.options.seed))
         S, E = len(F), len(eval_idx)

@@ -334,15 +334,13 @@ class DeepRun:
         # the tangents follow plain SGD only, whose step is the rate times η (0: frozen)
         self.zdot.update(rate * self.eta[0] * bool(kU), Xb, t_dh1,
                          rate * self.eta[L] * bool(kV), self.alpha, chi, t_xL)
-        ZU_new = self.ZU
         if kU:
-            ZU_new, self.stU = opt.move_particles(self.ZU, self.stU, dh1.T, Xb, self.eta[0],
-                                                  1.0, self.decay[0], kU, rate, "input")
+            self.ZU, self.stU = opt.move_particles(self.ZU, self.stU, dh1.T, Xb, self.eta[0],
+                                                   1.0, self.decay[0], kU, rate, "input")
         if kV:
             self.ZV, self.stV = opt.move_particles(self.ZV, self.stV, xL.T, chi, self.eta[L],
                                                    self.alpha, self.decay[L], kV, rate,
                                                    "readout")
-        self.ZU = ZU_new
         for l in range(2, L + 1):
             self.npairs[l] += len(Xb)
 
