@@ -2,7 +2,8 @@
 (docs/theory.md §16.6).
 
     python studies/lora_pretrained.py [--widths 256,...,8192] [--seeds 8] [--steps 20]
-                                      [--particles 131072] [--layer hidden | readout]
+                                      [--particles 131072] [--layer hidden | readout | W2]
+                                      [--L 2] [--inputs 64]
                                       [--rates 1,0.05]
                                       [--out lora_pretrained.json]
     python studies/lora_pretrained.py --report
@@ -17,9 +18,10 @@ lora_pretrained_sweep.npz.
 Phase one: a μP MLP (L = 2, φ = tanh, d = 5) trained by SGD (η = 0.5, batches of 8, 20
 steps) on y = sin(2 ξ₁); at width n by the finite engine, in the limit by the deep Monte
 Carlo engine.  Phase two: every weight frozen, an adapter (r = 4, α = r, B₀ = 0) on W²
-(``--layer readout``: on W³) trained by full-batch Adam for ``--steps`` steps at
+(``--layer readout``: on W³; ``--L 3 --layer W2``: on the middle matrix of three, the
+frozen W³ and readout above it continuing the deep limit) trained by full-batch Adam for ``--steps`` steps at
 (η̄_A, η̄_B) = ``--rates`` (default (1, 1/20); rates η̄_A/n and η̄_B) on LoRA+'s task
-y = sin(mean ξ), 64 training and 64 test inputs.  Reported per width, 8 networks
+y = sin(mean ξ), 64 training and 64 test inputs (``--inputs``).  Reported per width, 8 networks
 each (every one pretrained from its own seed, then adapted): the rms distance of the
 test outputs from the conditional limit given the network's own Z_A⁰ (one pretrained
 particle set of ``--particles`` for all), its fitted slope; and the seed-mean final test
@@ -43,24 +45,24 @@ OUT = "lora_pretrained.json"
 WIDTHS = "256,512,1024,2048,4096,8192"
 
 
-def setup(layer="hidden"):
+def setup(layer="hidden", L=2, inputs=64):
     rng = np.random.default_rng(0)
     X = rng.standard_normal((160, 5))
     routine = tp.Routine(X, np.sin(2 * X[:, 0]), lr=0.5, batch_size=8, eval_inputs=X[:8])
-    pre = PretrainedLoRA(net=tp.MLP(tp.mup(2), 5, 1, phi="tanh"), routine=routine,
+    pre = PretrainedLoRA(net=tp.MLP(tp.mup(L), 5, 1, phi="tanh"), routine=routine,
                          layer=layer)
-    return pre, sine_task(d=5, n_train=64, n_test=64, seed=1)
+    return pre, sine_task(d=5, n_train=inputs, n_test=inputs, seed=1)
 
 
 def run(a):
-    pre, task = setup(a.layer)
+    pre, task = setup(a.layer, a.L, a.inputs)
     widths = tuple(int(w) for w in a.widths.split(","))
     rates = tuple(float(x) for x in a.rates.split(","))
     lim = fine_tune(pre, task, math.inf, *rates, steps=a.steps, seeds=16, particles=16384,
                     progress=True)
     m0, se0, dof0 = lim.mean_se()
     rows = {"limit": [m0, se0, dof0], "particles": a.particles, "rates": rates,
-            "steps": a.steps, "layer": a.layer, "widths": {}}
+            "steps": a.steps, "layer": a.layer, "L": a.L, "inputs": a.inputs, "widths": {}}
     base = pretrain(pre, task.x, math.inf, seed=12345, particles=a.particles)
     for n in widths:
         net = fine_tune(pre, task, n, *pre.rates(n, *rates), steps=a.steps, seeds=a.seeds,
@@ -77,7 +79,7 @@ def run(a):
 
 
 def sweep(a):
-    pre, task = setup(a.layer)
+    pre, task = setup(a.layer, a.L, a.inputs)
     widths = tuple(int(w) for w in a.widths.split(","))
     sw = rate_sweep(pre, task, widths, [2.0 ** k for k in range(-1, 4)],
                     [2.0 ** k for k in range(-6, 1)], steps=30, seeds=a.seeds,
@@ -95,7 +97,8 @@ def report(out=OUT):
     loss and its gap to the limit's mean; the slopes of both distances."""
     rows = json.load(open(out))
     m0, se0, dof0 = rows["limit"]
-    print(f"\nlayer {rows.get('layer', 'hidden')}, rates {rows.get('rates')}, "
+    print(f"\nL = {rows.get('L', 2)}, layer {rows.get('layer', 'hidden')}, "
+          f"{rows.get('inputs', 64)} training inputs, rates {rows.get('rates')}, "
           f"{rows.get('steps')} steps; limit mean final test loss {m0:.5f} ± {se0:.5f} "
           f"({dof0} dof)\n")
     print("| width | rms(f − f_∞ given Z_A⁰) | median network's | mean final test loss "
@@ -125,7 +128,10 @@ def main():
                     help="the conditional limit's pretrained particles")
     ap.add_argument("--rates", default=",".join(map(str, RATES)),
                     help="the width-free (eta_A, eta_B)")
-    ap.add_argument("--layer", default="hidden", choices=("hidden", "readout"))
+    ap.add_argument("--layer", default="hidden", help="hidden, readout or W<l>")
+    ap.add_argument("--L", type=int, default=2, help="hidden layers of the MLP")
+    ap.add_argument("--inputs", type=int, default=64,
+                    help="training inputs of the fine-tuning task (and as many test inputs)")
     ap.add_argument("--out", default=OUT)
     ap.add_argument("--report", action="store_true")
     ap.add_argument("--sweep", action="store_true")

@@ -400,14 +400,14 @@ def test_bad_toy_arguments_are_named(kwargs, name):
 
 
 # -- a pretrained network, fine-tuned through an adapter on W^L -------------------------------
-def _pretrained(d=5, steps=10, lr=0.5, **adapter):
+def _pretrained(d=5, steps=10, lr=0.5, L=2, **adapter):
     """A μP tanh MLP (L = 2) pretrained on y = sin(2 ξ₁), batches of 8, with an adapter."""
     import tp_limits as tp
     from tp_limits.adapters import PretrainedLoRA
     rng = np.random.default_rng(0)
     X = rng.standard_normal((8 * steps, d))
     r = tp.Routine(X, np.sin(2 * X[:, 0]), lr=lr, batch_size=8, eval_inputs=X[:8])
-    return PretrainedLoRA(net=tp.MLP(tp.mup(2), d, 1, phi="tanh"), routine=r, **adapter)
+    return PretrainedLoRA(net=tp.MLP(tp.mup(L), d, 1, phi="tanh"), routine=r, **adapter)
 
 
 @pytest.mark.parametrize("layer", ["hidden", "readout"])
@@ -503,6 +503,118 @@ def test_pretrained_widest_mean_agrees_with_the_limit_mean(layer):
     assert gap < 5 * se
 
 
+# -- an adapter below W^L: the frozen layers above it continue the deep limit -----------------
+@pytest.mark.parametrize("L, layer", [(3, "W2"), (2, "input")])
+def test_an_adapter_below_the_last_hidden_matrix_is_the_matrix_network(L, layer):
+    """Adapter on W² of an L = 3 network, or on W¹ of an L = 2 one: pretrain()'s base and
+    its frozen layers above, stepped by _one, equal the network written as matrices with
+    W^l + s B A in place of W^l — its loss, and its loss after one SGD step on A and B by
+    central differences; the base's output is the pretrained network's (train_finite's
+    evaluation, 1e-12)."""
+    import tp_limits as tp
+    from tp_limits.adapters import pretrain
+    pre = _pretrained(steps=3, L=L, layer=layer, rank=2, optimizer="sgd", init="gaussian",
+                      alpha=3.0)
+    l = pre.matrix
+    assert (l, pre.p) == ((2, 1) if layer == "W2" else (1, 1))
+    task = sine_task(n_train=6, n_test=3, seed=2)
+    n = 12
+    W = tp.train_finite(pre.net, pre.routine, n, seed=7, keep_weights=True,
+                        record=()).weights.final
+    base = pretrain(pre, task.x, n, seed=7)
+    r = pre.routine
+    ev = tp.Routine(r.X, r.Y, lr=r.lr, batch_size=8, eval_inputs=task.x)
+    np.testing.assert_allclose(base.output(pre.net.nonlinearity),
+                               tp.train_finite(pre.net, ev, n, seed=7,
+                                               record=()).f_eval[-1, :, 0],
+                               rtol=1e-12, atol=1e-14)
+    rng = np.random.default_rng(1)
+    fan_in = W[l - 1].shape[1]
+    A0, B0 = rng.standard_normal((2, fan_in)) / math.sqrt(fan_in), rng.standard_normal((n, 2))
+    x, y = task.x[task.train], task.y[task.train]
+
+    def loss(A, B):
+        Ws = list(W)
+        Ws[l - 1] = Ws[l - 1] + pre.scale * B @ A
+        h = Ws[0] @ x.T
+        for k in range(1, L + 1):
+            h = Ws[k] @ np.tanh(h)
+        return 0.5 * np.mean((pre.net.output_multiplier * h[0] - y) ** 2)
+
+    lr_A, lr_B, e = 1e-2, 2e-2, 1e-6
+    tr, *_ = _one(pre, task, base.features, base.omega, B0, A0 @ base.features, n, lr_A,
+                  lr_B, 1, lambda t: None, pre=base.pre, upper=base.upper)
+    grads = []
+    for k, P in enumerate((A0, B0)):
+        g = np.zeros_like(P)
+        for idx in np.ndindex(P.shape):
+            d = np.zeros_like(P)
+            d[idx] = e
+            pair = ((A0 + d, B0), (A0 - d, B0)) if k == 0 else ((A0, B0 + d), (A0, B0 - d))
+            g[idx] = (loss(*pair[0]) - loss(*pair[1])) / (2 * e)
+        grads.append(g)
+    assert tr[0] == pytest.approx(loss(A0, B0), rel=1e-12)
+    assert tr[1] == pytest.approx(loss(A0 - lr_A * grads[0], B0 - lr_B * grads[1]), rel=1e-8)
+
+
+def test_the_limit_base_below_w_l_outputs_the_pretrained_limit():
+    """Four limit bases of the W² adapter (L = 3; own particles each, 3 dof): their frozen
+    layers above h² give the pretrained limit's output (simulate_limit, 8 replicates)
+    within 5 combined standard errors on every input."""
+    import tp_limits as tp
+    from tp_limits.adapters import pretrain
+    pre = _pretrained(steps=6, L=3, layer="W2")
+    x = sine_task(n_train=4, n_test=4, seed=5).x
+    outs = np.array([pretrain(pre, x, math.inf, seed=s, particles=8192).output(
+        pre.net.nonlinearity) for s in range(4)])
+    r = pre.routine
+    ev = tp.Routine(r.X, r.Y, lr=r.lr, batch_size=8, eval_inputs=x)
+    lim = tp.simulate_limit(pre.net, ev, particles=8192, replicates=8, record=())
+    se = np.hypot(outs.std(axis=0, ddof=1) / 2, lim.f_eval_se[-1, :, 0])
+    assert np.all(np.abs(outs.mean(axis=0) - lim.f_eval[-1, :, 0]) < 5 * se)
+
+
+@pytest.mark.parametrize("L, layer, rates", [(3, "W2", PRE_RATES), (2, "input", (0.5, 0.05))])
+def test_networks_adapted_below_w_l_approach_their_conditional_limit_like_root_n(L, layer,
+                                                                                 rates):
+    """Adapter on W² of an L = 3 network, or on W¹ of an L = 2 one, each network's own Z_A⁰
+    fed to one pretrained particle set: the rms gap of the fine-tuned test outputs falls
+    like n^(−1/2) (slope within ±0.2 over n = 64 … 1024, 3 networks per width).  The frozen
+    W³'s Ż terms and its growing history are what make it on W²: without Ż the gap stays
+    at 0.2 (slope +0.03), and without storing phase two's vectors it stalls at 0.06 (slope
+    −0.13).  On W¹, whose A has no width and moves by Θ(1) under Adam whatever n, the
+    other tests' η̄_A = 4 makes the fine-tuning erratic enough to slow the approach (slope
+    −0.19 over these widths), so this test takes η̄_A = 1/2 (slope −0.43)."""
+    from tp_limits.adapters import pretrain
+    pre = _pretrained(L=L, layer=layer)
+    task = sine_task(n_train=16, n_test=16, seed=3)
+    base = pretrain(pre, task.x, math.inf, seed=5, particles=32768)
+    slope, gaps = conditional_slope(pre, task, rates, 15, lambda k: {"frozen": base})
+    assert -0.7 < slope < -0.3, (gaps, slope)
+
+
+def test_a_shared_limit_base_gives_the_same_run_whatever_ran_on_it_before():
+    """The frozen layers' histories are reset for every fine-tuning: a run on a base equals
+    the same run after another one (other rates, more steps) used that base."""
+    from tp_limits.adapters import pretrain
+    pre = _pretrained(steps=3, L=3, layer="W2")
+    task = sine_task(n_train=4, n_test=4, seed=1)
+    base = pretrain(pre, task.x, math.inf, seed=2, particles=1024)
+    first = fine_tune(pre, task, math.inf, 2.0, 0.05, steps=3, seeds=2, frozen=base)
+    fine_tune(pre, task, math.inf, 8.0, 0.5, steps=5, seeds=1, frozen=base)
+    again = fine_tune(pre, task, math.inf, 2.0, 0.05, steps=3, seeds=2, frozen=base)
+    np.testing.assert_array_equal(first.test_loss, again.test_loss)
+    assert np.all(np.isfinite(first.test_loss))
+
+
+def test_the_frozen_layers_rows_beyond_the_memory_are_refused_before_work():
+    from tp_limits.errors import MemoryBudgetError
+    pre = _pretrained(steps=2, L=3, layer="W2")
+    with pytest.raises(MemoryBudgetError, match="frozen layers above W\\^2: .* rows .* fit"):
+        fine_tune(pre, sine_task(n_train=4, n_test=4), math.inf, 1.0, 1.0, steps=10**9,
+                  particles=1024)
+
+
 def test_what_the_pretrained_adapter_does_not_take_is_named():
     import tp_limits as tp
     from tp_limits.adapters import PretrainedLoRA, pretrain
@@ -519,8 +631,9 @@ def test_what_the_pretrained_adapter_does_not_take_is_named():
                                                        optimizer=tp.Adam()))
     with pytest.raises(SpecError, match="rank"):
         PretrainedLoRA(net=pre.net, routine=r, rank=0)
-    with pytest.raises(SpecError, match="layer"):
-        PretrainedLoRA(net=pre.net, routine=r, layer="input")
+    for layer in ("W0", "W4", 2, "bottom"):
+        with pytest.raises(SpecError, match=f"layer = {layer!r}; choose one of .*'W3'"):
+            PretrainedLoRA(net=pre.net, routine=r, layer=layer)
     task = sine_task(n_train=4, n_test=4)
     base = pretrain(pre, task.x, 16)
     with pytest.raises(SpecError, match="width 16"):

@@ -80,6 +80,32 @@ def test_host_histories_start_on_cache_lines(dtype):
     assert g.vec.shape == (2, 10) and g.vec.dtype == dtype and not g.vec.any()
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_family_grown_mid_run_samples_what_a_large_one_does(dtype):
+    """Family.reserve keeps the stored rows, Gram matrices and Cholesky factors: a family
+    sized for 4 rows and grown to 9 once full draws and stores the same hats, and gives the
+    same Stein coefficients, as one sized for 9 from the start."""
+    from tp_limits.limit.montecarlo.families import Family
+    from tp_limits.limit.montecarlo.passes import passes_for
+    from tp_limits.limit.sampling import Draws
+    b = backends.get_backend("numpy")
+    V = np.tanh(np.random.default_rng(0).standard_normal((9, 512)))
+    out = []
+    for cap in (4, 9):
+        f, draws = Family(512, cap, 0.7, dtype, passes_for(b)), Draws(b, np.random.default_rng(1))
+        hats = []
+        for a, z in ((0, 4), (4, 7), (7, 9)):
+            if f.k == cap:
+                f.reserve(9)
+            h, info = f.sample(V[a:z], draws, store_rows=z - a)
+            f.store(V[a:z], h, info)
+            hats.append(h)
+        out.append((np.concatenate(hats), f.stein_coefficients(V[:2] ** 2)))
+    assert out[0][0].shape == (9, 512)
+    np.testing.assert_array_equal(out[0][0], out[1][0])
+    np.testing.assert_array_equal(out[0][1], out[1][1])
+
+
 @pytest.mark.parametrize("case", ["deep stein float64", "deep stein float32", "deep tangent",
                                   "deep adam", "one hidden", "one hidden momentum"])
 def test_array_backend_reproduces_numpy_with_host_draws(case, array_backend):

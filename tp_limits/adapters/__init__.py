@@ -5,7 +5,8 @@
 * :mod:`.adapter`: the adapter's own hyperparameters, shared by the networks below;
 * :mod:`.toy`: LoRA+'s toy network with the adapter as its only trained layer, and its task;
 * :mod:`.pretrained`: an MLP pretrained on one task by the package's engines (width n or
-  the deep limit), then adapted on its last hidden matrix;
+  the deep limit), then adapted on one of its matrices; :mod:`.upper`: the frozen layers
+  above an adapted matrix below W^L (matrices, or the deep limit's run continued);
 * :mod:`.engine`: fine-tuning at width n and in the limit (one particle system, with the
   Gaussian Z_A⁰ drawn from its law or given); :mod:`.exact`: the closed-form limit for
   φ = id and SGD;

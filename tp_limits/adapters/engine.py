@@ -23,7 +23,8 @@ B₀ ≠ 0 the first step's A-gradient is an O(n^{−1/2}) fluctuation that Adam
 
 A pretrained network's adapter on W^L (pretrained.py, docs/theory.md §16.6) is the same
 system with h = x^{L−1}, ω = α n W^{L+1} and the frozen pre-activation added,
-v_i = (W^L x^{L−1})_i + (α/r) B_i·Z_A.
+v_i = (W^L x^{L−1})_i + (α/r) B_i·Z_A.  On a lower W^l, h = x^{l−1} (the inputs ξ on W^1,
+where A has no width) and f and δv come from the frozen layers above (upper.py).
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ import numpy as np
 from ..engine.backend import numpy_backend
 from ..engine.memory import require_memory, usable_bytes
 from ..engine.progress import progress_bar
-from ..errors import SpecError
+from ..errors import DivergenceError, SpecError
 from ..nonlinearities import get_nonlinearity
 from ..spec.checks import check_int, finite_non_negative
 from ..spec.optimizers.adam import AdamHyper, _adam
@@ -139,6 +140,34 @@ class _HiddenHead:
         return self.s * (B.T @ dv), self.s * (dv @ za[:, tr].T)
 
 
+class _UpperHead(_HiddenHead):
+    """The adapter on a hidden matrix W^l below W^L: v = p + (α/r) B Z_A as in
+    :class:`_HiddenHead`, then the frozen layers above (upper.py), which keep the training
+    inputs' vectors (the task's first n_train inputs) in the limit; δv is what they
+    return."""
+
+    def __init__(self, toy, upper, pre, n_train: int):
+        self.s, self.pre, self.upper, self.n_train = toy.scale, pre, upper, n_train
+        self.v, self.failed = None, None
+
+    def forward(self, za, B):
+        self.v = self.s * (B @ za) + self.pre
+        try:
+            return self.upper.forward(self.v, self.n_train)
+        except DivergenceError as exc:            # a hat's law is not finite any more
+            self.failed = f"the frozen layer {exc.layer}'s {exc.quantity}"
+            return np.full(self.v.shape[1], np.nan)
+
+    def check(self, t: int):
+        if self.failed:
+            return f"step {t}: {self.failed} is not finite"
+        return super().check(t)
+
+    def backward(self, B, za, chi, tr):
+        dv = self.upper.backward(chi)
+        return self.s * (B.T @ dv), self.s * (dv @ za[:, tr].T)
+
+
 class _ReadoutHead:
     """The adapter on the readout (docs/theory.md §16.6): f = f₀ + α_out (α/r) B·Z_A with
     B ∈ ℝ^{1×r} and f₀ = mean over coordinates of ω x^L the frozen network's output;
@@ -160,11 +189,16 @@ class _ReadoutHead:
 
 
 def _one(toy, task: SineTask, h, omega, B, za0, width, lr_A, lr_B, steps, tick,
-         watch=None, pre=None):
+         watch=None, pre=None, upper=None):
     """One run of the module docstring's step on the coordinates (h, ω, B₀) with Z_A⁰
-    (and the frozen pre-activation ``pre`` of a pretrained network's hidden adapter);
+    (and the frozen pre-activation ``pre`` of a pretrained network's hidden adapter, and
+    the frozen layers ``upper`` above it when it is below W^L);
     ``watch(t, Z_A, v, f, B)``, if given, sees every forward pass t = 0..steps."""
-    head = (_ReadoutHead if toy.position == "readout" else _HiddenHead)(toy, h, omega, pre)
+    if upper is not None:
+        head = _UpperHead(toy, upper, pre, task.n_train)
+    else:
+        head = (_ReadoutHead if toy.position == "readout" else _HiddenHead)(toy, h, omega,
+                                                                           pre)
     N = h.shape[0]
     eps_A, eps_B = toy.eps_scales(width)
     dA = np.zeros((toy.rank, N))
@@ -215,12 +249,13 @@ def _draw(toy: LoRAToy, task: SineTask, N: int, rng, kernel_chol=None):
     return (h, omega) + _adapter_draw(toy, h, rng, kernel_chol)
 
 
-def _adapter_draw(toy, h, rng, kernel_chol=None):
-    """(B₀, Z_A⁰) of the adapter on the N coordinates whose features A reads are h
-    (N × inputs): Z_A⁰ = A₀ h with A₀'s entries N(0, σ_A²/N) (``kernel_chol`` None), or
-    drawn from its law (the limit)."""
+def _adapter_draw(toy, h, rng, kernel_chol=None, width=None):
+    """(B₀, Z_A⁰) of the adapter whose features A reads are h (fan-in × inputs: the N
+    coordinates, or on W^1 the inputs ξ), on ``width`` coordinates (default: h's N): Z_A⁰ =
+    A₀ h with A₀'s entries N(0, σ_A²/fan-in) (``kernel_chol`` None), or drawn from its law
+    (the limit)."""
     N, inputs = h.shape
-    rows = 1 if toy.position == "readout" else N          # B's fan-out: d_out = 1, or n
+    rows = 1 if toy.position == "readout" else width or N   # B's fan-out: d_out = 1, or n
     B = (toy.sigma_B * rng.standard_normal((rows, toy.rank)) if toy.init != "zero_B"
          else np.zeros((rows, toy.rank)))
     if toy.init == "zero_A":
@@ -262,6 +297,16 @@ def _require_memory(toy, N: int, inputs: int, what: str) -> None:
                    largest=f"at most about {max(fits, 0)} {what} fit")
 
 
+def _require_upper_memory(toy, N: int, rows: int) -> None:
+    """The rows the frozen layers above a lower adapter store in the limit: per layer
+    W^{l+1} … W^L a forward and a backward family, each a vector and its hat per row."""
+    per_row = 8.0 * 2 * 2 * (toy.net.L - toy.matrix) * N
+    require_memory(per_row * rows, f"the frozen layers above W^{toy.matrix}: {rows} more rows "
+                   f"of {N} particles in each of their {2 * (toy.net.L - toy.matrix)} hat "
+                   "families", largest=f"at most about {int(usable_bytes() // per_row)} rows "
+                   "(n_train × (steps + 1)) fit")
+
+
 def _pretrained_one(pre, task: SineTask, width, seed: int, s: int, particles: int):
     """Network (or replicate) ``s``'s pretraining: its seed one integer from the run's seed,
     s and the width (0 for the limit), apart from the adapter's stream."""
@@ -277,8 +322,8 @@ def _check_base(base, width, inputs: int):
                         f"PretrainedLoRA, got {type(base).__name__}")
     if base.width != width:
         raise SpecError(f"frozen is a base of width {base.width}, the run of width {width}")
-    if base.features.shape[1] != inputs:
-        raise SpecError(f"frozen holds {base.features.shape[1]} inputs, the task {inputs}")
+    if base.pre.shape[1] != inputs:
+        raise SpecError(f"frozen holds {base.pre.shape[1]} inputs, the task {inputs}")
     return base
 
 
@@ -365,6 +410,8 @@ def fine_tune(toy, task: SineTask, width, eta_A: float, eta_B: float,
     N = (bases[0].N if bases is not None else check_int(particles, "particles")) if limit \
         else width
     _require_memory(toy, N, inputs, "particles" if limit else "width")
+    if limit and pretrained and toy.matrix < toy.net.L:
+        _require_upper_memory(toy, N, task.n_train * (steps + 1))
     lr_A, lr_B = toy.rates(N, eta_A, eta_B) if limit else (eta_A, eta_B)
     chol = None
     if limit and z_a0 is None and not pretrained:
@@ -381,17 +428,20 @@ def fine_tune(toy, task: SineTask, width, eta_A: float, eta_B: float,
                 if pretrained:
                     b = (bases[s] if bases is not None
                          else _pretrained_one(toy, task, width, seed, s, N))
-                    h, omega, pre = b.features, b.omega, b.pre
+                    h, omega, pre, upper = b.features, b.omega, b.pre, b.upper
+                    if upper is not None:       # its families' rows: n_train per forward
+                        upper.begin(np.random.default_rng([seed, s, 0 if limit else width, 1]),
+                                    task.n_train * (steps + 1))
                     law = (b.kernel_root if limit and z_a0 is None
                            and toy.init != "zero_A" else None)
-                    B, za0 = _adapter_draw(toy, h, rng, law)
+                    B, za0 = _adapter_draw(toy, h, rng, law, b.N)
                 else:
-                    (h, omega, B, za0), pre = _draw(toy, task, N, rng, chol), None
+                    (h, omega, B, za0), pre, upper = _draw(toy, task, N, rng, chol), None, None
                 if z_a0 is not None:
                     za0 = z_a0
                 with np.errstate(over="ignore", invalid="ignore"):   # reported as divergence
                     tr, te, f, div, why = _one(toy, task, h, omega, B, za0, N, lr_A, lr_B,
-                                               steps, tick, pre=pre)
+                                               steps, tick, pre=pre, upper=upper)
             except KeyboardInterrupt:
                 if not runs:
                     raise

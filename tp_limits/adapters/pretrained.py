@@ -1,5 +1,5 @@
 """A network pretrained on one task, then fine-tuned on another through a low-rank adapter on
-its last hidden matrix, at width n and in the limit (docs/theory.md §16.6).
+one of its hidden matrices or its readout, at width n and in the limit (docs/theory.md §16.6).
 
 Phase one trains a μP MLP (L ≥ 2) on its routine with the package's engines: the finite
 network at width n (:func:`~tp_limits.train_finite`), or the deep Monte Carlo limit, whose
@@ -21,9 +21,13 @@ f = f₀ + α_out (α/r) B·Z_A, Z_A = A x^L with x^L frozen and f₀ the pretra
 is r numbers, deterministic in the limit, and A's columns are the particles' (LoRA+'s
 linear model, its features learned in phase one).
 
-An adapter on a lower matrix would change the input of a pretrained matrix above it, whose limit
-needs that matrix's Gaussian history (the deep engine's hat families) during phase two:
-not built, and refused.
+On a lower hidden matrix W^l (``layer='W<l>'``, 2 ≤ l < L) the adapter changes the input of
+the frozen matrices above it, W^{l+1} … W^{L+1}.  At width n they are matrices
+(:class:`~.upper.FiniteUpper`); in the limit each new vector they multiply gets its hat
+conditional on the pretraining's, with its Ż and ΔW terms: the deep Monte Carlo run of
+phase one continues, frozen, above W^l (:class:`~.upper.DeepUpper`).  The layers below
+W^l stay frozen and are never differentiated, so A₀ is only ever applied to x^{l−1}:
+Z_A⁰ keeps its Gaussian law N(0, σ_A² K) given the particles.
 """
 from __future__ import annotations
 
@@ -43,10 +47,17 @@ from ..spec import MLP, Routine
 from ..spec.checks import check_choice, check_int
 from .adapter import Adapter
 from .toy import kernel_root
+from .upper import DeepUpper, FiniteUpper
 
 _NP = numpy_backend()
-#: the layers of a pretrained MLP an adapter goes on
-LAYERS = ("hidden", "readout")
+#: the named layers of a pretrained MLP an adapter goes on; 'W<l>' names any 1 ≤ l ≤ L + 1
+LAYERS = ("input", "hidden", "readout")
+
+
+def layer_names(L: int) -> tuple:
+    """Every ``layer`` an adapter of an MLP with L hidden layers takes: 'input' (W^1),
+    'hidden' (W^L), 'readout' (W^{L+1}) and 'W1' … 'W{L+1}'."""
+    return LAYERS + tuple(f"W{l}" for l in range(1, L + 2))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,7 +65,8 @@ class PretrainedLoRA(Adapter):
     """A μP MLP ``net`` (L ≥ 2, no bias, skip or normalization, one output) pretrained on
     ``routine`` (an optimizer linear in the gradients: SGD, with momentum or weight decay),
     and the adapter (:class:`~.adapter.Adapter`'s fields) on its last hidden matrix W^L
-    (``layer='hidden'``) or on its readout W^{L+1} (``'readout'``)."""
+    (``layer='hidden'``), on its readout W^{L+1} (``'readout'``), or on any hidden matrix
+    W^l (``'W<l>'``, 2 ≤ l ≤ L)."""
 
     net: MLP
     routine: Routine = field(repr=False)
@@ -62,7 +74,6 @@ class PretrainedLoRA(Adapter):
 
     def __post_init__(self):
         self._check_adapter()
-        check_choice(self.layer, "layer", LAYERS)
         net, routine = self.net, self.routine
         if not isinstance(net, MLP):
             raise SpecError(f"net must be a tp.MLP, got {type(net).__name__}")
@@ -92,12 +103,22 @@ class PretrainedLoRA(Adapter):
         refusal = net.limit_refusal()
         if refusal:
             raise SpecError(refusal)
-        if self.layer == "hidden":          # at the readout no φ follows the adapter
+        check_choice(self.layer, "layer", layer_names(net.L))
+        if self.position != "readout":          # at the readout no φ follows the adapter
             self._check_saddle()
 
     @property
+    def matrix(self) -> int:
+        """l of the adapted matrix W^l (L + 1: the readout)."""
+        L = self.net.L
+        return {"input": 1, "hidden": L, "readout": L + 1}.get(self.layer) or int(self.layer[1:])
+
+    @property
     def position(self) -> str:
-        return self.layer
+        """Where the adapter sits for the classifier: 'input' (A reads the d_in inputs),
+        'hidden' or 'readout'."""
+        l = self.matrix
+        return "input" if l == 1 else "readout" if l == self.net.L + 1 else "hidden"
 
     @property
     def phi(self) -> str:
@@ -108,7 +129,7 @@ class PretrainedLoRA(Adapter):
         """The backward vector's size n^{−p} at the adapter's output: μP's readout
         W^{L+1} = ω/n behind a hidden adapter (p = 1); the output itself at the readout
         (p = 0)."""
-        return 1 if self.layer == "hidden" else 0
+        return 0 if self.position == "readout" else 1
 
     @property
     def d_in(self) -> int:
@@ -122,28 +143,35 @@ class PretrainedLoRA(Adapter):
 @dataclass(frozen=True)
 class Base:
     """The frozen network on the fine-tuning inputs, per coordinate (a width-n network) or
-    particle (the limit): ``features``, the adapter's input (x^{L−1} for a hidden adapter,
-    x^L for one on the readout), and ``pre`` = h^L = W^L x^{L−1}, both (N, inputs), and the
-    readout ``omega`` = α_out n W^{L+1} (N,).  mean(ω φ(pre)) is the pretrained network's
-    output."""
+    particle (the limit): ``features``, the adapter's input (x^{l−1} for an adapter on
+    W^l, x^L for one on the readout; (N, inputs), or the inputs ξ themselves, (d_in,
+    inputs), on W^1), ``pre`` = h^l = W^l x^{l−1} (N, inputs), and the readout ``omega`` =
+    α_out n W^{L+1} (N,).  On a matrix below W^L, ``upper`` is the frozen network above it
+    (upper.py: matrices, or the deep limit's run) and ``omega`` is None."""
 
     width: float
     features: np.ndarray
     pre: np.ndarray
-    omega: np.ndarray
+    omega: np.ndarray | None
+    upper: object = None
 
     @property
     def N(self) -> int:
-        return len(self.omega)
+        """Coordinates (particles) of the width-n side."""
+        return self.pre.shape[0]
 
     def output(self, phi) -> np.ndarray:
-        """f(ξ) = Σ_i W^{L+1}_i φ(h_i) = mean over coordinates of ω φ(h)."""
+        """The pretrained network's output on the inputs: Σ_i W^{L+1}_i φ(h^L_i) = mean over
+        coordinates of ω φ(h^L), or the frozen layers above h^l."""
+        if self.upper is not None:
+            return self.upper.output(self.pre)
         return phi.phi(self.pre, _NP).T @ self.omega / self.N
 
     def kernel(self) -> np.ndarray:
         """K(ξ, ξ') = mean over coordinates of the features' x(ξ) x(ξ'): the covariance of
-        Z_A⁰/σ_A over the inputs (exact for the network, an estimate on particles)."""
-        return self.features.T @ self.features / self.N
+        Z_A⁰/σ_A over the inputs (exact for the network, an estimate on particles; on W^1
+        the exact ξ·ξ′/d_in)."""
+        return self.features.T @ self.features / len(self.features)
 
     @cached_property
     def kernel_root(self) -> np.ndarray:
@@ -176,16 +204,33 @@ def pretrain(pre: PretrainedLoRA, x, width, seed: int = 0, particles: int = 1638
         raise KeyboardInterrupt
     W = traj.weights.final
     phi, b = net.nonlinearity, _NP
-    h = W[0] @ x.T                                        # (n, inputs): h^1
+    hs = [W[0] @ x.T]                                     # (n, inputs): h^1 … h^L
     for l in range(1, net.L):
-        below, h = h, W[l] @ phi.phi(h, b)                # h^{L−1}, h^L at the end
-    feats = phi.phi(h if pre.layer == "readout" else below, b)
-    return Base(width, feats, h, net.output_multiplier * width * W[net.L][0])
+        hs.append(W[l] @ phi.phi(hs[-1], b))
+    return _base(pre, width, x, hs, lambda h: phi.phi(h, b),
+                 net.output_multiplier * width * W[net.L][0],
+                 lambda: FiniteUpper(W[pre.matrix:], phi, net.output_multiplier))
+
+
+def _base(pre: PretrainedLoRA, width, x, hs, phi, omega, upper) -> Base:
+    """The :class:`Base` of the adapted matrix W^l from the inputs x, h^1 … h^L (each
+    N × inputs) and the readout ω = α_out n W^{L+1} (N,); ``upper()`` makes the frozen
+    network above W^l."""
+    net, l = pre.net, pre.matrix
+    if l == net.L + 1:
+        return Base(width, np.ascontiguousarray(phi(hs[-1])), np.ascontiguousarray(hs[-1]),
+                    omega)
+    feats = np.ascontiguousarray(x.T if l == 1 else phi(hs[l - 2]))      # x^{l−1}
+    pre_l = np.ascontiguousarray(hs[l - 1])                # h^l
+    if l == net.L:
+        return Base(width, feats, pre_l, omega)
+    return Base(width, feats, pre_l, None, upper())
 
 
 def _pretrain_limit(pre: PretrainedLoRA, x, seed: int, N: int) -> Base:
     """The deep Monte Carlo run of phase one, then one forward pass of the fine-tuning
-    inputs under W_T: their hats drawn jointly, conditional on the stored ones."""
+    inputs under W_T: their hats drawn jointly, conditional on the stored ones.  An
+    adapter below W^L keeps the run: the frozen layers above it continue in it."""
     net = pre.net
     plan = prepare_limit(net, pre.routine, particles=N, seed=seed, replicates=1,
                          method="monte_carlo", record=())
@@ -200,9 +245,7 @@ def _pretrain_limit(pre: PretrainedLoRA, x, seed: int, N: int) -> Base:
             raise DivergenceError(d.step, d.layer, d.quantity, "while pretraining in the limit",
                                   float("inf") if d.size is None else d.size)
         T = spec.problem.T
-        hs, xs, _, _ = run.forward(run.xp.asarray(x), stored=0, t=T)
+        hs, _, _, _ = run.forward(run.xp.asarray(x), stored=0, t=T)
     to = run.b.to_numpy
-    # the adapter's input x^{L−1} or x^L: forward's xs are x^1..x^L
-    feats = to(xs[net.L - (2 if pre.layer == "hidden" else 1)]).T
-    return Base(math.inf, np.ascontiguousarray(feats), np.ascontiguousarray(to(hs[-1]).T),
-                run.alpha * to(run.ZV)[:, 0])
+    return _base(pre, math.inf, x, [to(h).T for h in hs], lambda h: net.nonlinearity.phi(h, _NP),
+                 run.alpha * to(run.ZV)[:, 0], lambda: DeepUpper(run, pre.matrix))

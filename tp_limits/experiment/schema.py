@@ -214,10 +214,10 @@ SCHEMA: dict = {
                                     "pretraining's held (false: both phases' rates together)"),
     },
     "adapter": {
-        "layer": Key("str", "hidden", "where the adapter goes: 'hidden' (W^L) or 'readout' "
-                                      "(W^{L+1}) of the pretrained network "
-                                      "(tp-limits adapt; docs/theory.md §16.6)",
-                     choices=("hidden", "readout")),
+        "layer": Key("str", "hidden", "where the adapter goes: 'hidden' (W^L), 'readout' "
+                                      "(W^{L+1}), 'input' (W^1) or any 'W<l>' of the "
+                                      "pretrained network (tp-limits adapt; "
+                                      "docs/theory.md §16.6)"),
         "rank": Key("int", 4, "the adapter's rank r"),
         "alpha": Key("number", None, "the multiplier α of (α/r) B A (default: r)"),
         "init": Key("str", "zero_B", "which factor starts at zero: 'zero_B', 'zero_A', or "

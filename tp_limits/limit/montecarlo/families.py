@@ -130,6 +130,23 @@ class Family:
         self.Ch[k:k + m, k:k + m] = hats @ hats.T / N
         self.k += m
 
+    def reserve(self, capacity: int) -> None:
+        """Room for ``capacity`` rows, the stored ones kept: a run continued past the steps
+        it was sized for (a pretrained network's frozen layers in its fine-tuning)."""
+        k, old = self.k, len(self.vec)
+        if capacity <= old:
+            return
+        vec = self.passes.zeros((capacity, self.vec.shape[1]), self.vec.dtype)
+        hat = self.passes.zeros((capacity, self.vec.shape[1]), self.vec.dtype)
+        vec[:k], hat[:k] = self.vec[:k], self.hat[:k]
+        self.vec, self.hat = vec, hat
+        for name in ("Cv", "Ch"):
+            grown = self.xp.zeros((capacity, capacity))
+            grown[:k, :k] = getattr(self, name)[:k, :k]
+            setattr(self, name, grown)
+        self._fv.reserve(capacity)
+        self._fh.reserve(capacity)
+
     def truncate(self, k: int) -> None:
         """Forget every stored row from the k-th on (a step interrupted mid-way)."""
         self.k = k

@@ -53,6 +53,13 @@ class GramFactor:
         self.k = 0                          # rows factored so far
         self._tri = solve_triangular or triangular_solver(xp)
 
+    def reserve(self, capacity: int) -> None:
+        """Room for a Gram matrix of ``capacity`` rows, the factored ones kept."""
+        if capacity > len(self.L):
+            grown = self.xp.zeros((capacity, capacity))
+            grown[:self.k, :self.k] = self.L[:self.k, :self.k]
+            self.L = grown
+
     def truncate(self, k: int) -> None:
         """Forget the factor's rows from the k-th on (the Gram matrix lost them)."""
         self.k = min(self.k, k)
