@@ -3,7 +3,7 @@
 
     python studies/lora_pretrained.py [--widths 256,...,8192] [--seeds 8] [--steps 20]
                                       [--particles 131072] [--layer hidden | readout | W2]
-                                      [--L 2] [--inputs 64]
+                                      [--L 2] [--inputs 64] [--optimizer adam | sgd]
                                       [--rates 1,0.05]
                                       [--out lora_pretrained.json]
     python studies/lora_pretrained.py --report
@@ -20,7 +20,8 @@ steps) on y = sin(2 ξ₁); at width n by the finite engine, in the limit by the
 Carlo engine.  Phase two: every weight frozen, an adapter (r = 4, α = r, B₀ = 0) on W²
 (``--layer readout``: on W³; ``--L 3 --layer W2``: on the middle matrix of three, the
 frozen W³ and readout above it continuing the deep limit) trained by full-batch Adam for ``--steps`` steps at
-(η̄_A, η̄_B) = ``--rates`` (default (1, 1/20); rates η̄_A/n and η̄_B) on LoRA+'s task
+(η̄_A, η̄_B) = ``--rates`` (default (1, 1/20); rates η̄_A/n and η̄_B; ``--optimizer sgd``: SGD
+at the classifier's rates) on LoRA+'s task
 y = sin(mean ξ), 64 training and 64 test inputs (``--inputs``).  Reported per width, 8 networks
 each (every one pretrained from its own seed, then adapted): the rms distance of the
 test outputs from the conditional limit given the network's own Z_A⁰ (one pretrained
@@ -45,24 +46,25 @@ OUT = "lora_pretrained.json"
 WIDTHS = "256,512,1024,2048,4096,8192"
 
 
-def setup(layer="hidden", L=2, inputs=64):
+def setup(layer="hidden", L=2, inputs=64, optimizer="adam"):
     rng = np.random.default_rng(0)
     X = rng.standard_normal((160, 5))
     routine = tp.Routine(X, np.sin(2 * X[:, 0]), lr=0.5, batch_size=8, eval_inputs=X[:8])
     pre = PretrainedLoRA(net=tp.MLP(tp.mup(L), 5, 1, phi="tanh"), routine=routine,
-                         layer=layer)
+                         layer=layer, optimizer=optimizer)
     return pre, sine_task(d=5, n_train=inputs, n_test=inputs, seed=1)
 
 
 def run(a):
-    pre, task = setup(a.layer, a.L, a.inputs)
+    pre, task = setup(a.layer, a.L, a.inputs, a.optimizer)
     widths = tuple(int(w) for w in a.widths.split(","))
     rates = tuple(float(x) for x in a.rates.split(","))
     lim = fine_tune(pre, task, math.inf, *rates, steps=a.steps, seeds=16, particles=16384,
                     progress=True)
     m0, se0, dof0 = lim.mean_se()
     rows = {"limit": [m0, se0, dof0], "particles": a.particles, "rates": rates,
-            "steps": a.steps, "layer": a.layer, "L": a.L, "inputs": a.inputs, "widths": {}}
+            "steps": a.steps, "layer": a.layer, "L": a.L, "inputs": a.inputs,
+            "optimizer": a.optimizer, "widths": {}}
     base = pretrain(pre, task.x, math.inf, seed=12345, particles=a.particles)
     for n in widths:
         net = fine_tune(pre, task, n, *pre.rates(n, *rates), steps=a.steps, seeds=a.seeds,
@@ -79,7 +81,7 @@ def run(a):
 
 
 def sweep(a):
-    pre, task = setup(a.layer, a.L, a.inputs)
+    pre, task = setup(a.layer, a.L, a.inputs, a.optimizer)
     widths = tuple(int(w) for w in a.widths.split(","))
     sw = rate_sweep(pre, task, widths, [2.0 ** k for k in range(-1, 4)],
                     [2.0 ** k for k in range(-6, 1)], steps=30, seeds=a.seeds,
@@ -98,7 +100,7 @@ def report(out=OUT):
     rows = json.load(open(out))
     m0, se0, dof0 = rows["limit"]
     print(f"\nL = {rows.get('L', 2)}, layer {rows.get('layer', 'hidden')}, "
-          f"{rows.get('inputs', 64)} training inputs, rates {rows.get('rates')}, "
+          f"{rows.get('inputs', 64)} training inputs, {rows.get('optimizer', 'adam')}, rates {rows.get('rates')}, "
           f"{rows.get('steps')} steps; limit mean final test loss {m0:.5f} ± {se0:.5f} "
           f"({dof0} dof)\n")
     print("| width | rms(f − f_∞ given Z_A⁰) | median network's | mean final test loss "
@@ -130,6 +132,8 @@ def main():
                     help="the width-free (eta_A, eta_B)")
     ap.add_argument("--layer", default="hidden", help="hidden, readout or W<l>")
     ap.add_argument("--L", type=int, default=2, help="hidden layers of the MLP")
+    ap.add_argument("--optimizer", default="adam", choices=("adam", "sgd"),
+                    help="the adapter's optimizer")
     ap.add_argument("--inputs", type=int, default=64,
                     help="training inputs of the fine-tuning task (and as many test inputs)")
     ap.add_argument("--out", default=OUT)

@@ -103,6 +103,15 @@ class PretrainedLoRA(Adapter):
         refusal = net.limit_refusal()
         if refusal:
             raise SpecError(refusal)
+        if isinstance(self.layer, (tuple, list)) and len(self.layer) != 1:
+            raise SpecError(
+                f"layer = {self.layer!r}: one adapter per network. An adapter below another "
+                "trains on backward vectors that pass through the upper one's A₀ᵀ (of size "
+                "n^(-1/2) per coordinate, not μP's 1/n), so its features come to depend on "
+                "A₀ and its limit needs a correction that is not derived (docs/theory.md "
+                "§16.6)")
+        if isinstance(self.layer, (tuple, list)):
+            object.__setattr__(self, "layer", self.layer[0])
         check_choice(self.layer, "layer", layer_names(net.L))
         if self.position != "readout":          # at the readout no φ follows the adapter
             self._check_saddle()

@@ -71,11 +71,6 @@ class DeepUpper:
         self.sizes = [fam.k for fam in self.families]
         self.hs = None
 
-    @property
-    def stored_rows(self) -> int:
-        """Rows the families hold now (memory: two N-vectors each)."""
-        return sum(fam.k for fam in self.families)
-
     def begin(self, rng, rows: int) -> None:
         """A fine-tuning run from the pretrained state: the families forget what an earlier
         run on the same base stored and make room for ``rows`` more rows each, and the
@@ -89,26 +84,17 @@ class DeepUpper:
     def forward(self, v, stored: int) -> np.ndarray:
         """f̊ on each input from the particles' h^l = ``v`` (N × inputs); the first
         ``stored`` inputs are training items, whose vectors the families keep."""
-        run, phi = self.run, self.run.phi
-        run._stored, run._t, run._ths, run._txs = stored, self.T, [], [None]
-        self.hs = [run.xp.asarray(np.ascontiguousarray(v.T))]      # rows: (inputs, N)
-        for k in range(self.l + 1, run.L + 1):
-            self.hs.append(run.product(k - 1, phi.phi(self.hs[-1], run.b)))
-        xL = phi.phi(self.hs[-1], run.b)
+        run = self.run
+        h = run.xp.asarray(np.ascontiguousarray(v.T))                  # rows: (inputs, N)
+        self.hs = run.forward_above(self.l, h, stored, self.T)
+        xL = run.phi.phi(self.hs[-1], run.b)
         return run.b.to_numpy(run.alpha * (xL @ run.ZV[:, 0]) / run.N)
 
     def output(self, v) -> np.ndarray:
         return self.forward(v, 0)
 
     def backward(self, chi) -> np.ndarray:
-        """δh^l = Z^{δh^l} / N (N × rows) for the stored inputs of the last forward pass,
-        from the seed δx^L = α χ Z^{nV}; each W^kᵀ δh^k is stored in G^k."""
-        run, phi = self.run, self.run.phi
-        run._t, run._t_dh = self.T, None
-        rows = len(chi)
-        dx = run.alpha * run.xp.asarray(chi)[:, None] * run.ZV[:, 0][None, :]
-        for k in range(len(self.hs) - 1, 0, -1):
-            dh = dx * phi.dphi(self.hs[k][:rows], run.b)
-            dx = run.product_T(self.l + k - 1, dh)
-        dv = dx * phi.dphi(self.hs[0][:rows], run.b)
+        """δh^l = Z^{δh^l} / N (N × rows) for the stored inputs of the last forward pass."""
+        run = self.run
+        dv = run.backward_above(self.l, self.hs, run.xp.asarray(chi)[:, None], self.T)
         return np.ascontiguousarray(run.b.to_numpy(dv).T) / run.N

@@ -233,6 +233,29 @@ class DeepRun:
         dh = self.program.backward(hs, self.alpha * (chi @ self.ZV.T), self)
         return dh, self._t_dh
 
+    # -- the layers above a hidden layer, for a network continued frozen -------------------
+    def forward_above(self, l, h, stored: int, t: int) -> list:
+        """h^l … h^L, each (m, N), from the rows h = h^l under W_t: the products of
+        W^{l+1} … W^L with their hats, Ż and ΔW terms, the first ``stored`` rows kept in
+        the families (a pretrained network's frozen layers above an adapter on W^l, whose
+        h^l the program's walk does not make).  Stein's Ż only: no tangents are carried."""
+        self._stored, self._t, self._ths, self._txs = stored, t, [], [None]
+        hs = [h]
+        for k in range(l + 1, self.L + 1):
+            hs.append(self.product(k - 1, self.phi.phi(hs[-1], self.b)))
+        return hs
+
+    def backward_above(self, l, hs, chi, t: int):
+        """δh^l for the first len(χ) rows of :meth:`forward_above`'s ``hs``, from the readout
+        seed δx^L = α χᵀ Z^{nV} through W^L … W^{l+1} (each W^kᵀ δh^k's vector stored in
+        G^k)."""
+        self._t, self._t_dh = t, None
+        rows, dphi = len(chi), self.phi.dphi
+        dx = self.alpha * (chi @ self.ZV.T)
+        for k in range(len(hs) - 1, 0, -1):
+            dx = self.product_T(l + k - 1, dx * dphi(hs[k][:rows], self.b))
+        return dx * dphi(hs[0][:rows], self.b)
+
     # -- the walk's operations on particle rows (spec/program.py) ---------------------------
     representation = "rows"
 
