@@ -12,11 +12,13 @@ written and read, 7·N·X·8 bytes — at the speed of a large NumPy copy timed 
 input kernel's quadrature (tanh, Gauss–Hermite 96 × 96) for X inputs, paid once per sweep.
 
     python benchmarks/bench_adapters.py --pretrained [--particles 16384,131072]
+                                        [--L 2] [--layer hidden | readout | input | W<l>]
 
 A pretrained network (μP, L = 2, tanh, 20 SGD steps of batch 8; docs/theory.md §16.6): the
 seconds of phase one in the limit (the deep Monte Carlo run and the forward pass of the X
-fine-tuning inputs, ``pretrain``) against one phase-two step on the same particles, as the
-number of fine-tuning steps that cost as much.
+fine-tuning inputs, ``pretrain``) against one phase-two step on the same particles (the
+mean over ``--steps``: below W^L a step's cost grows with the frozen layers' histories),
+as the number of fine-tuning steps that cost as much.
 """
 import argparse
 import math
@@ -62,8 +64,9 @@ def pretrained(a):
     rng = np.random.default_rng(0)
     X = rng.standard_normal((160, 5))
     r = tp.Routine(X, np.sin(2 * X[:, 0]), lr=0.5, batch_size=8, eval_inputs=X[:8])
-    pre = PretrainedLoRA(net=tp.MLP(tp.mup(2), 5, 1, phi="tanh"), routine=r)
+    pre = PretrainedLoRA(net=tp.MLP(tp.mup(a.L), 5, 1, phi="tanh"), routine=r, layer=a.layer)
     task = sine_task(n_train=a.inputs // 2, n_test=a.inputs - a.inputs // 2)
+    print(f"L = {a.L}, adapter on {a.layer}, {len(task.y)} inputs, {a.steps} steps")
     print("| N | phase one (s) | phase-two step (s) | steps that cost phase one |")
     print("|---|---|---|---|")
     for N in (int(n) for n in a.particles.split(",")):
@@ -71,7 +74,7 @@ def pretrained(a):
         base = pretrain(pre, task.x, math.inf, seed=0, particles=N)
         one = time.perf_counter() - t0
         t0 = time.perf_counter()
-        fine_tune(pre, task, math.inf, 1.0, 0.05, steps=a.steps, seeds=1, base=base)
+        fine_tune(pre, task, math.inf, 1.0, 0.05, steps=a.steps, seeds=1, frozen=base)
         step = (time.perf_counter() - t0) / a.steps
         print(f"| {N} | {one:.2f} | {step:.4f} | {one / step:.0f} |")
 
@@ -82,6 +85,8 @@ def main():
     ap.add_argument("--inputs", type=int, default=256)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--pretrained", action="store_true")
+    ap.add_argument("--L", type=int, default=2, help="--pretrained: hidden layers")
+    ap.add_argument("--layer", default="hidden", help="--pretrained: the adapted matrix")
     a = ap.parse_args()
     if a.pretrained:
         return pretrained(a)

@@ -680,11 +680,13 @@ def test_a_pretraining_that_diverges_says_so_with_its_step():
         assert err.value.step >= 0
 
 
-def test_a_sweep_pretrains_once_per_width_and_seed_and_equals_fine_tune():
+@pytest.mark.parametrize("L, layer", [(2, "hidden"), (3, "W2")])
+def test_a_sweep_pretrains_once_per_width_and_seed_and_equals_fine_tune(L, layer):
     """rate_sweep on a pretrained network shares each seed's pretrained network (particle
-    set) across its rate pairs; every grid point equals fine_tune's own run bit for bit."""
+    set, with the deep run above a lower adapter) across its rate pairs; every grid point
+    equals fine_tune's own run bit for bit."""
     from tp_limits.adapters import rate_sweep
-    pre = _pretrained(steps=3)
+    pre = _pretrained(steps=3, L=L, layer=layer)
     task = sine_task(n_train=6, n_test=6, seed=1)
     sw = rate_sweep(pre, task, (16,), (1.0, 4.0), (0.05,), steps=3, seeds=2, particles=512,
                     progress=False)
