@@ -100,7 +100,8 @@ def report(out=OUT):
     rows = json.load(open(out))
     m0, se0, dof0 = rows["limit"]
     print(f"\nL = {rows.get('L', 2)}, layer {rows.get('layer', 'hidden')}, "
-          f"{rows.get('inputs', 64)} training inputs, {rows.get('optimizer', 'adam')}, rates {rows.get('rates')}, "
+          f"{rows.get('inputs', 64)} training inputs, {rows.get('optimizer', 'adam')}, "
+          f"rates {rows.get('rates')}, "
           f"{rows.get('steps')} steps; limit mean final test loss {m0:.5f} ± {se0:.5f} "
           f"({dof0} dof)\n")
     print("| width | rms(f − f_∞ given Z_A⁰) | median network's | mean final test loss "
