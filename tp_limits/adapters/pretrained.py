@@ -21,8 +21,8 @@ f = f₀ + α_out (α/r) B·Z_A, Z_A = A x^L with x^L frozen and f₀ the pretra
 is r numbers, deterministic in the limit, and A's columns are the particles' (LoRA+'s
 linear model, its features learned in phase one).
 
-On a lower hidden matrix W^l (``layer='W<l>'``, 2 ≤ l < L) the adapter changes the input of
-the frozen matrices above it, W^{l+1} … W^{L+1}.  At width n they are matrices
+On a lower matrix W^l (``layer='W<l>'``, 1 ≤ l < L; ``'input'`` is W^1, whose A reads the
+inputs ξ and has no width) the adapter changes the input of the frozen matrices above it, W^{l+1} … W^{L+1}.  At width n they are matrices
 (:class:`~.upper.FiniteUpper`); in the limit each new vector they multiply gets its hat
 conditional on the pretraining's, with its Ż and ΔW terms: the deep Monte Carlo run of
 phase one continues, frozen, above W^l (:class:`~.upper.DeepUpper`).  The layers below
@@ -65,8 +65,8 @@ class PretrainedLoRA(Adapter):
     """A μP MLP ``net`` (L ≥ 2, no bias, skip or normalization, one output) pretrained on
     ``routine`` (an optimizer linear in the gradients: SGD, with momentum or weight decay),
     and the adapter (:class:`~.adapter.Adapter`'s fields) on its last hidden matrix W^L
-    (``layer='hidden'``), on its readout W^{L+1} (``'readout'``), or on any hidden matrix
-    W^l (``'W<l>'``, 2 ≤ l ≤ L)."""
+    (``layer='hidden'``), on its readout W^{L+1} (``'readout'``), on its input layer W^1
+    (``'input'``), or on any W^l (``'W<l>'``, 1 ≤ l ≤ L + 1).  One adapter per network."""
 
     net: MLP
     routine: Routine = field(repr=False)
@@ -120,7 +120,8 @@ class PretrainedLoRA(Adapter):
     def matrix(self) -> int:
         """l of the adapted matrix W^l (L + 1: the readout)."""
         L = self.net.L
-        return {"input": 1, "hidden": L, "readout": L + 1}.get(self.layer) or int(self.layer[1:])
+        named = {"input": 1, "hidden": L, "readout": L + 1}
+        return named.get(self.layer) or int(self.layer[1:])
 
     @property
     def position(self) -> str:
@@ -256,5 +257,6 @@ def _pretrain_limit(pre: PretrainedLoRA, x, seed: int, N: int) -> Base:
         T = spec.problem.T
         hs, _, _, _ = run.forward(run.xp.asarray(x), stored=0, t=T)
     to = run.b.to_numpy
-    return _base(pre, math.inf, x, [to(h).T for h in hs], lambda h: net.nonlinearity.phi(h, _NP),
-                 run.alpha * to(run.ZV)[:, 0], lambda: DeepUpper(run, pre.matrix))
+    return _base(pre, math.inf, x, [to(h).T for h in hs],
+                 lambda h: net.nonlinearity.phi(h, _NP), run.alpha * to(run.ZV)[:, 0],
+                 lambda: DeepUpper(run, pre.matrix))
