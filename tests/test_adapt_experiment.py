@@ -61,6 +61,23 @@ def test_an_adapter_experiment_runs_both_phases_and_writes_its_report(tmp_path, 
     np.testing.assert_array_equal(np.array(runs["runs"]["64"]["test_loss"]), direct.test_loss)
 
 
+def test_an_adapter_on_a_middle_matrix_runs_from_a_file():
+    """adapter.layer = "W2" of an L = 3 network: the limit (the deep run continued above
+    W²) and a width run, each equal to fine_tune called directly."""
+    cfg = with_("adapter", layer="W2", particles=512)
+    cfg["parametrization"]["L"] = 3
+    exp = build(cfg)
+    pre, task = exp.adapter["pre"], exp.adapter["task"]
+    assert (pre.matrix, pre.position) == (2, "hidden")
+    res = run_adapt(exp, progress=False)
+    assert res.complete and set(res.runs) == {math.inf, 32, 64}
+    lim = fine_tune(pre, task, math.inf, 4.0, 0.05, steps=4, seeds=2, particles=512)
+    np.testing.assert_array_equal(res.runs[math.inf].test_loss, lim.test_loss)
+    net = fine_tune(pre, task, 64, *pre.rates(64, 4.0, 0.05), steps=4, seeds=2)
+    np.testing.assert_array_equal(res.runs[64].test_loss, net.test_loss)
+    assert np.all(np.isfinite(lim.test_loss))
+
+
 @pytest.mark.parametrize("section, kv, words", [
     ("adapter", {"rnak": 4}, ["adapter.rnak", "did you mean 'rank'"]),
     ("adapter", {"rank": 0}, ["adapter.rank"]),
