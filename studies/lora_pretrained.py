@@ -19,16 +19,16 @@ Phase one: a μP MLP (L = 2, φ = tanh, d = 5) trained by SGD (η = 0.5, batches
 steps) on y = sin(2 ξ₁); at width n by the finite engine, in the limit by the deep Monte
 Carlo engine.  Phase two: every weight frozen, an adapter (r = 4, α = r, B₀ = 0) on W²
 (``--layer readout``: on W³; ``--L 3 --layer W2``: on the middle matrix of three, the
-frozen W³ and readout above it continuing the deep limit) trained by full-batch Adam for ``--steps`` steps at
-(η̄_A, η̄_B) = ``--rates`` (default (1, 1/20); rates η̄_A/n and η̄_B; ``--optimizer sgd``: SGD
-at the classifier's rates) on LoRA+'s task
-y = sin(mean ξ), 64 training and 64 test inputs (``--inputs``).  Reported per width, 8 networks
-each (every one pretrained from its own seed, then adapted): the rms distance of the
-test outputs from the conditional limit given the network's own Z_A⁰ (one pretrained
-particle set of ``--particles`` for all), its fitted slope; and the seed-mean final test
-loss against the limit's mean over pretraining particles and Z_A⁰ (16 replicates of
-16384 particles, each pretrained on its own) in combined standard errors.  Results are
-written after every width (an atomic replace), so an interrupted run keeps its widths.
+frozen W³ and readout above it continuing the deep limit) trained by full-batch Adam for
+``--steps`` steps at (η̄_A, η̄_B) = ``--rates`` (default (1, 1/20); rates η̄_A/n and η̄_B;
+``--optimizer sgd``: SGD at the classifier's rates) on LoRA+'s task y = sin(mean ξ), 64
+training and 64 test inputs (``--inputs``).  Reported per width, 8 networks each (every
+one pretrained from its own seed, then adapted): the rms distance of the test outputs
+from the conditional limit given the network's own Z_A⁰ (one pretrained particle set of
+``--particles`` for all), its fitted slope; and the seed-mean final test loss against
+the limit's mean over pretraining particles and Z_A⁰ (16 replicates of 16384 particles,
+each pretrained on its own) in combined standard errors.  Results are written after every
+width (an atomic replace), so an interrupted run keeps its widths.
 """
 import argparse
 import json

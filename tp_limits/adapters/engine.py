@@ -135,8 +135,12 @@ class _HiddenHead:
     def check(self, t: int):
         return _finite("the adapter's output v", self.v, t)
 
+    def delta_v(self, chi, tr):
+        """δv_i = χ W_out,i φ′(v_i) on the training inputs ``tr``."""
+        return (self.w_out[:, None] * _dphi(self.phi, self.v[:, tr], self.z[:, tr])) * chi[None, :]
+
     def backward(self, B, za, chi, tr):
-        dv = (self.w_out[:, None] * _dphi(self.phi, self.v[:, tr], self.z[:, tr])) * chi[None, :]
+        dv = self.delta_v(chi, tr)
         return self.s * (B.T @ dv), self.s * (dv @ za[:, tr].T)
 
 
@@ -163,9 +167,10 @@ class _UpperHead(_HiddenHead):
             return f"step {t}: {self.failed} is not finite"
         return super().check(t)
 
-    def backward(self, B, za, chi, tr):
-        dv = self.upper.backward(chi)
-        return self.s * (B.T @ dv), self.s * (dv @ za[:, tr].T)
+    def delta_v(self, chi, tr):
+        """δv from the frozen layers above, for the training inputs their forward pass put
+        first."""
+        return self.upper.backward(chi)
 
 
 class _ReadoutHead:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .gram import RCOND, GramFactor
+from .gram import RCOND, GramFactor, grown_square
 from .passes import HostPasses
 
 
@@ -133,17 +133,16 @@ class Family:
     def reserve(self, capacity: int) -> None:
         """Room for ``capacity`` rows, the stored ones kept: a run continued past the steps
         it was sized for (a pretrained network's frozen layers in its fine-tuning)."""
-        k, old = self.k, len(self.vec)
-        if capacity <= old:
+        k = self.k
+        if capacity <= len(self.vec):
             return
-        vec = self.passes.zeros((capacity, self.vec.shape[1]), self.vec.dtype)
-        hat = self.passes.zeros((capacity, self.vec.shape[1]), self.vec.dtype)
-        vec[:k], hat[:k] = self.vec[:k], self.hat[:k]
-        self.vec, self.hat = vec, hat
-        for name in ("Cv", "Ch"):
-            grown = self.xp.zeros((capacity, capacity))
-            grown[:k, :k] = getattr(self, name)[:k, :k]
+        for name in ("vec", "hat"):
+            rows = getattr(self, name)
+            grown = self.passes.zeros((capacity, rows.shape[1]), rows.dtype)
+            grown[:k] = rows[:k]
             setattr(self, name, grown)
+        self.Cv = grown_square(self.Cv, capacity, k, self.xp)
+        self.Ch = grown_square(self.Ch, capacity, k, self.xp)
         self._fv.reserve(capacity)
         self._fh.reserve(capacity)
 

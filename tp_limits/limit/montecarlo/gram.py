@@ -44,6 +44,16 @@ def triangular_solver(xp):
     return _scipy_triangular() if xp is np else _cupy_triangular()
 
 
+def grown_square(M, capacity: int, k: int, xp):
+    """M, or a zero (capacity × capacity) matrix holding M's leading k × k block when M is
+    smaller than that (a growing Gram matrix or factor given more room)."""
+    if capacity <= len(M):
+        return M
+    grown = xp.zeros((capacity, capacity))
+    grown[:k, :k] = M[:k, :k]
+    return grown
+
+
 class GramFactor:
     """x -> (C[:k, :k] + Λ)⁻¹ x for the leading k x k block of a growing Gram matrix C."""
 
@@ -55,10 +65,7 @@ class GramFactor:
 
     def reserve(self, capacity: int) -> None:
         """Room for a Gram matrix of ``capacity`` rows, the factored ones kept."""
-        if capacity > len(self.L):
-            grown = self.xp.zeros((capacity, capacity))
-            grown[:self.k, :self.k] = self.L[:self.k, :self.k]
-            self.L = grown
+        self.L = grown_square(self.L, capacity, self.k, self.xp)
 
     def truncate(self, k: int) -> None:
         """Forget the factor's rows from the k-th on (the Gram matrix lost them)."""
