@@ -15,6 +15,7 @@ FORBIDDEN = {
     "analysis": {"experiment", "cli"},
     "experiment": {"cli"},
     "adapters": {"experiment", "cli"},
+    "transformer": {"experiment", "cli"},
 }
 
 

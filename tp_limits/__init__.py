@@ -13,9 +13,11 @@
   in their exact limits);
 * low-rank adapters: :mod:`adapters` (LoRA's width exponents, and LoRA+'s toy network
   fine-tuned at width n and in its limit);
-  :mod:`schedules` (learning-rate schedules for a Routine).
+  :mod:`schedules` (learning-rate schedules for a Routine);
+* transformers: :mod:`transformer` (a pre-norm transformer at width n and, for μP under
+  SGD, in its infinite-width limit; the attention logits' width exponents).
 """
-from . import adapters, datasets, tasks
+from . import adapters, datasets, tasks, transformer
 from ._version import __version__
 from .abc import ABC, Classification, mfp, mup, ntp, sp, spectral, table
 from .analysis.convergence import ConvergenceStudy, convergence
@@ -52,7 +54,7 @@ __all__ = [
     "initial_outputs", "kernel_points", "Trajectory", "Weights", "RunStatus", "Divergence", "Knobs",
     "from_mup", "MupTranslation", "to_torch", "from_torch", "TorchModel",
     "coord_check", "CoordCheck", "convergence", "ConvergenceStudy", "dichotomy",
-    "lr_sweep", "LRSweep", "depth_sweep", "DepthSweep", "depth_check", "DepthCheck", "datasets", "tasks", "adapters", "schedules",
+    "lr_sweep", "LRSweep", "depth_sweep", "DepthSweep", "depth_check", "DepthCheck", "datasets", "tasks", "adapters", "transformer", "schedules",
     "TPError", "InvalidParametrizationError", "SymbolicParametrizationError",
     "UnstableParametrizationError", "SpecError", "DivergenceError", "MemoryBudgetError",
     "BackendUnavailableError", "UnsupportedError", "__version__",

@@ -1,0 +1,233 @@
+"""Transformers at width n (tp_limits.transformer): the hand-written backward pass against
+central differences and torch's autograd, the reductions to simpler networks, the
+attention logits' exponents against a coordinate check, training, and bad input."""
+import numpy as np
+import pytest
+
+from tp_limits import SGD, Adam, Muon
+from tp_limits.errors import DivergenceError, SpecError, UnsupportedError
+from tp_limits.transformer import (Transformer, attention_coord_check, classify_attention,
+                                   markov_task, train_transformer)
+from tp_limits.transformer.network import backward, forward, init_params, layer_norm
+from tp_limits.transformer.train import loss_and_gradient
+
+TASK = markov_task(vocab=7, seq_len=5, n_train=3, n_eval=2, seed=4)
+CONFIGS = [dict(), dict(causal=False, heads=2, phi="tanh", loss="last"),
+           dict(attention="1/sqrt(d)", blocks=2, zero_query=True, branch=0.5),
+           dict(attention="none", positions=False), dict(mlp=False, heads=4, attn_mult=2.0)]
+
+
+def _perturbed(model, n=8, seed=1):
+    """Parameters away from initialization (so W_Q = 0 and ReLU kinks are not special)."""
+    params = init_params(model, n, np.random.default_rng(seed))
+    rng = np.random.default_rng(seed + 1)
+    return {k: v + 0.2 * rng.standard_normal(v.shape) for k, v in params.items()}
+
+
+def _loss(model, params, task=TASK):
+    return loss_and_gradient(model, forward(model, params, task.tokens).f, task.targets)
+
+
+@pytest.mark.parametrize("kw", CONFIGS)
+def test_the_backward_pass_equals_central_differences(kw):
+    model = Transformer(vocab=7, seq_len=5, **kw)
+    params = _perturbed(model)
+    _, df = _loss(model, params)
+    grads = backward(model, params, forward(model, params, TASK.tokens), df)
+    assert set(grads) == set(params)
+    rng, h = np.random.default_rng(0), 1e-5
+    for name, W in params.items():
+        for _ in range(3):
+            idx = tuple(rng.integers(s) for s in W.shape)
+            up, down = {**params, name: W.copy()}, {**params, name: W.copy()}
+            up[name][idx] += h
+            down[name][idx] -= h
+            numeric = (_loss(model, up)[0] - _loss(model, down)[0]) / (2 * h)
+            assert abs(numeric - grads[name][idx]) < 1e-8, (name, idx)
+
+
+@pytest.mark.parametrize("kw", CONFIGS[:3])
+def test_the_backward_pass_equals_torch_autograd(kw):
+    torch = pytest.importorskip("torch")
+    model = Transformer(vocab=7, seq_len=5, **kw)
+    params = _perturbed(model)
+    loss, df = _loss(model, params)
+    grads = backward(model, params, forward(model, params, TASK.tokens), df)
+    tp = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True) for k, v in params.items()}
+    tok = torch.tensor(TASK.tokens)
+    B, S = TASK.tokens.shape
+    n, H = 8, model.heads
+    d = n // H
+
+    def ln(h):
+        c = h - h.mean(-1, keepdim=True)
+        return c / torch.sqrt((c * c).mean(-1, keepdim=True) + model.norm_eps)
+
+    act = {"relu": torch.relu, "tanh": torch.tanh}[model.phi]
+    h = tp["E"].T[tok] + tp["P"].T[:S]
+    for k in range(1, model.blocks + 1):
+        q, kk, v = [(ln(h) @ tp[f"{m}{k}"].T).reshape(B, S, H, d).transpose(1, 2)
+                    for m in "QKV"]
+        logits = model.attn_mult * d ** -float(model.attention_exponent) * q @ kk.transpose(-1, -2)
+        if model.causal:
+            logits = logits.masked_fill(~torch.tril(torch.ones(S, S, dtype=bool)), -torch.inf)
+        o = (torch.softmax(logits, -1) @ v).transpose(1, 2).reshape(B, S, n)
+        h = h + model.branch * o @ tp[f"O{k}"].T
+        h = h + model.branch * act(ln(h) @ tp[f"U{k}"].T) @ tp[f"D{k}"].T
+    f = ln(h) @ tp["out"].T
+    y = torch.tensor(TASK.targets)
+    ref = (torch.nn.functional.cross_entropy(f[:, -1], y[:, -1]) if model.loss == "last"
+           else torch.nn.functional.cross_entropy(f.reshape(-1, 7), y.reshape(-1)))
+    ref.backward()
+    assert abs(ref.item() - loss) < 1e-12
+    for name, g in grads.items():
+        assert np.max(np.abs(tp[name].grad.numpy() - g)) < 1e-12 * max(1, np.max(np.abs(g)))
+
+
+def test_one_token_is_the_chain_of_matrices_it_becomes():
+    """S = 1: the softmax over one key is 1, so a block is h + β W_O W_V N(h), then the MLP."""
+    model = Transformer(vocab=7, seq_len=1, blocks=2, branch=0.7, phi="tanh")
+    params = _perturbed(model, n=16)
+    tokens = np.array([[3], [0], [6]])
+    h = params["E"][:, tokens[:, 0]] + params["P"][:, :1]           # (n, B): one column each
+
+    def norm(x):
+        c = x - x.mean(axis=0)
+        return c / np.sqrt((c * c).mean(axis=0) + model.norm_eps)
+
+    for k in (1, 2):
+        h = h + 0.7 * params[f"O{k}"] @ params[f"V{k}"] @ norm(h)
+        h = h + 0.7 * params[f"D{k}"] @ np.tanh(params[f"U{k}"] @ norm(h))
+    f = (params["out"] @ norm(h)).T
+    assert np.max(np.abs(forward(model, params, tokens).f[:, 0, :] - f)) < 1e-12
+
+
+def test_zero_queries_and_keys_average_the_values_of_the_prefix():
+    """Logits all 0: causal attention is the mean of v over s' ≤ s."""
+    model = Transformer(vocab=7, seq_len=5, mlp=False, heads=2)
+    params = _perturbed(model, n=8)
+    params["Q1"][...] = 0.0
+    params["K1"][...] = 0.0
+    h = params["E"].T[TASK.tokens] + params["P"].T[None]
+    v = layer_norm(h, model.norm_eps)[0] @ params["V1"].T
+    prefix = np.cumsum(v, axis=1) / np.arange(1, 6)[None, :, None]
+    want = layer_norm(h + prefix @ params["O1"].T, model.norm_eps)[0] @ params["out"].T
+    assert np.max(np.abs(forward(model, params, TASK.tokens).f - want)) < 1e-12
+
+
+@pytest.mark.parametrize("attention, zero_query, optimizer, initial, step_one", [
+    ("1/d", False, Adam(), "-1/2", "0"), ("1/d", True, Adam(), None, "0"),
+    ("1/sqrt(d)", False, Adam(), "0", "1/2"), ("1/d", False, SGD(), "-1/2", "-1/2"),
+    ("1/sqrt(d)", True, SGD(), None, "1/2"),
+])
+def test_the_classifier_gives_the_attention_exponents(attention, zero_query, optimizer,
+                                                      initial, step_one):
+    from fractions import Fraction
+    cls = classify_attention(Transformer(16, 8, attention=attention, zero_query=zero_query),
+                             optimizer)
+    assert cls.initial == (None if initial is None else Fraction(initial))
+    assert cls.step_one == Fraction(step_one)
+    assert cls.stable == (attention == "1/d")
+    assert ("blow up like n^(1/2)" in cls.verdict) == (attention == "1/sqrt(d)")
+
+
+@pytest.mark.parametrize("attention, optimizer, lr", [
+    ("1/d", Adam(), 0.05), ("1/sqrt(d)", Adam(), 0.05), ("1/d", SGD(), 0.5),
+    ("1/sqrt(d)", SGD(), 0.5)])
+def test_the_coordinate_check_measures_the_logits_exponents(attention, optimizer, lr):
+    """Zero queries (μP's advice): the first step's change of the logits has the
+    classifier's slope within 0.1 over n = 128–2048 (4 seeds)."""
+    task = markov_task(vocab=16, seq_len=8, n_train=16)
+    model = Transformer(16, 8, attention=attention, zero_query=True, heads=2)
+    cc = attention_coord_check(model, task, (128, 256, 512, 1024, 2048), lr, optimizer,
+                               steps=1, seeds=4)
+    slope, half = cc.slope("dlogits", 1)
+    assert abs(cc.step_one_error()) < 0.1, (slope, half)
+    assert abs(slope - float(cc.classification.step_one)) < half + 0.1
+    assert np.all(cc.sizes["logits"][:, 0] == 0)                 # W_Q = 0: logits exactly 0
+
+
+def test_the_initial_logits_shrink_like_n_to_the_minus_half_with_1_over_d():
+    task = markov_task(vocab=16, seq_len=8, n_train=8)
+    cc = attention_coord_check(Transformer(16, 8), task, (64, 256, 1024), 0.1, SGD(),
+                               steps=1, seeds=3)
+    assert abs(cc.slope("logits", 0)[0] + 0.5) < 0.1
+
+
+def test_training_lowers_the_loss_and_is_reproducible():
+    task = markov_task(n_train=16, n_eval=8)
+    model = Transformer(16, 8, blocks=2, heads=2)
+    runs = [train_transformer(model, task, 64, 0.05, Adam(), steps=8, seed=3) for _ in range(2)]
+    assert np.array_equal(runs[0].f_eval, runs[1].f_eval)
+    run = runs[0]
+    assert run.f_eval.shape == (9, 8 * 8, 16) and run.f_train.shape == (8, 16 * 8, 16)
+    assert run.loss[-1] < run.loss[0] - 0.1 and run.status.complete
+    last = train_transformer(Transformer(16, 8, loss="last"), task, 32, 0.5, steps=2)
+    assert last.f_eval.shape == (3, 8, 16)
+
+
+def test_a_divergence_names_the_step_and_block_and_keeps_what_finished():
+    task = markov_task(n_train=8, n_eval=4)
+    model = Transformer(16, 8, attention="1/sqrt(d)")
+    with pytest.raises(DivergenceError, match="step 2: .*layer 1"):
+        train_transformer(model, task, 64, 1e9, steps=5, divergence_bound=1e6)
+    run = train_transformer(model, task, 64, 1e9, steps=5, on_divergence="stop",
+                            divergence_bound=1e6)
+    assert run.divergence.step == 2 and run.completed_steps == 1 and run.loss.shape == (1,)
+    assert run.f_eval.shape[0] == 2
+
+
+def test_ctrl_c_keeps_the_finished_steps(monkeypatch):
+    import tp_limits.transformer.train as train
+    real, calls = train.backward, []
+
+    def interrupted(*args):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(train, "backward", interrupted)
+    run = train_transformer(Transformer(16, 8), markov_task(n_train=4, n_eval=2), 16, 0.1,
+                            steps=5)
+    assert run.interrupted and run.completed_steps == 2 and run.f_eval.shape[0] == 3
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: Transformer(16, 8, heads=3).head_width(64), "width = 64"),
+    (lambda: Transformer(16, 8, attention="1/n"), "attention"),
+    (lambda: Transformer(16, 8, param="ntp"), "param"),
+    (lambda: Transformer(16, 8, blocks=-1), "blocks"),
+    (lambda: Transformer(16, 8, attention="none", zero_query=True), "zero_query"),
+    (lambda: train_transformer(Transformer(16, 8), markov_task(), 64, 0.1,
+                               SGD(momentum=0.9)), "optimizer"),
+    (lambda: train_transformer(Transformer(16, 8), markov_task(), 64, 0.1, Muon()),
+     "optimizer"),
+    (lambda: train_transformer(Transformer(12, 8), markov_task(), 64, 0.1), "vocab = 12"),
+    (lambda: train_transformer(Transformer(16, 8, heads=3), markov_task(), 64, 0.1),
+     "heads = 3"),
+])
+def test_bad_input_is_refused_by_name_before_work(call, name):
+    with pytest.raises(SpecError, match=name.replace("(", r"\(")):
+        call()
+
+
+def test_the_classifier_refuses_what_it_does_not_derive():
+    with pytest.raises(UnsupportedError, match="param = 'sp'"):
+        classify_attention(Transformer(16, 8, param="sp"), Adam())
+    with pytest.raises(UnsupportedError, match="no logits"):
+        classify_attention(Transformer(16, 8, attention="none"), Adam())
+
+
+def test_the_markov_task_is_a_shifted_chain_of_its_order():
+    task = markov_task(vocab=5, seq_len=6, order=1, n_train=200, n_eval=10, alpha=0.05,
+                       seed=2)
+    again = markov_task(vocab=5, seq_len=6, order=1, n_train=200, n_eval=10, alpha=0.05,
+                        seed=2)
+    assert np.array_equal(task.tokens, again.tokens)
+    assert np.array_equal(task.tokens[:, 1:], task.targets[:, :-1])
+    assert 0 <= task.entropy < np.log(5)
+    # with α = 0.05 most contexts have a dominant next word: the chain is far from uniform
+    pairs = np.zeros((5, 5))
+    np.add.at(pairs, (task.tokens.ravel(), task.targets.ravel()), 1)
+    assert np.mean(pairs.max(axis=1) / pairs.sum(axis=1)) > 0.5

@@ -1,0 +1,123 @@
+"""A pre-norm transformer as a problem spec: its architecture and its abc-parametrization
+(docs/theory.md §17.1–17.2).
+
+Tokens ξ = (ξ_1..ξ_S) over a vocabulary of V words enter as one-hot vectors, so the
+embedding is an input layer with d_in = V:
+
+    h_s = E e(ξ_s) + P e_s                              E ∈ ℝ^{n×V}, P ∈ ℝ^{n×S}
+    per block k = 1..K (pre-norm, residual branches with multiplier β):
+      a = N(h);  q = W_Q a, k = W_K a, v = W_V a        W_· ∈ ℝ^{n×n}, H heads of width n/H
+      ℓ_{ss'} = c q_s·k_{s'} / d_head^{a_attn}          a_attn = 1 ("1/d") or ½ ("1/sqrt(d)")
+      h ← h + β W_O Σ_{s'} softmax_{s'}(ℓ_s)_{s'} v_{s'}   (causal: s' ≤ s)
+      h ← h + β W_D φ(W_U N(h))
+    f_s = W_out N(h_s) ∈ ℝ^V                            W_out ∈ ℝ^{V×n}
+
+with N the LayerNorm of docs/theory.md §14.3 (no gains).  Every parameter is drawn with
+entries N(0, σ² n^{−2b}) and trained at the rate η n^{−c} (SGD) with the exponents of
+:mod:`.parametrization`; the logits' multiplier c and the attention exponent a_attn are
+width-free constants.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from ..errors import SpecError
+from ..nonlinearities import get_nonlinearity
+from ..spec.checks import check_bool, check_choice, check_int, finite_positive
+
+#: the attention scales and their exponent a_attn in ℓ = c q·k / d_head^{a_attn}
+ATTENTION_SCALES = {"1/d": Fraction(1), "1/sqrt(d)": Fraction(1, 2)}
+#: the parametrizations (their exponents in :mod:`.parametrization`)
+PARAMETRIZATIONS = ("mup", "sp")
+#: the losses: cross-entropy of the next token at every position, or of a target at the last
+LOSSES = ("next_token", "last")
+
+#: every field's check, declared once: (check, arguments after the value and the name)
+_CHECKS = {
+    "vocab": (check_int, (2,)), "seq_len": (check_int, (1,)), "blocks": (check_int, (0,)),
+    "heads": (check_int, (1,)),
+    "attention": (check_choice, (tuple(ATTENTION_SCALES) + ("none",),)),
+    "param": (check_choice, (PARAMETRIZATIONS,)), "loss": (check_choice, (LOSSES,)),
+    "causal": (check_bool, ()), "zero_query": (check_bool, ()), "positions": (check_bool, ()),
+    "mlp": (check_bool, ()),
+    "attn_mult": (finite_positive, ()), "branch": (finite_positive, ()),
+    "sigma": (finite_positive, ()), "sigma_out": (finite_positive, ()),
+    "norm_eps": (finite_positive, ()),
+}
+
+
+@dataclass(frozen=True)
+class Transformer:
+    """The network of the module docstring.
+
+    ``vocab`` V, ``seq_len`` S, ``blocks`` K (0: embeddings, norm and readout only),
+    ``heads`` H (the width n must be a multiple of H), ``phi`` the MLP's nonlinearity,
+    ``attention`` "1/d" (μP), "1/sqrt(d)" (standard practice) or "none" (blocks without
+    their attention branch), ``attn_mult`` c, ``causal`` mask, ``zero_query``: W_Q = 0 at
+    initialization, ``positions``: learned positional embeddings P, ``mlp``: blocks with
+    their MLP branch, ``param`` "mup" or "sp" (:mod:`.parametrization`), ``branch`` β,
+    ``sigma`` the initialization's σ (embeddings and matrices), ``sigma_out`` the readout's,
+    ``norm_eps`` LayerNorm's ε, ``loss`` "next_token" or "last".
+    """
+
+    vocab: int
+    seq_len: int
+    blocks: int = 1
+    heads: int = 1
+    phi: str = "relu"
+    attention: str = "1/d"
+    attn_mult: float = 1.0
+    causal: bool = True
+    zero_query: bool = False
+    positions: bool = True
+    mlp: bool = True
+    param: str = "mup"
+    branch: float = 1.0
+    sigma: float = 1.0
+    sigma_out: float = 1.0
+    norm_eps: float = 1e-5
+    loss: str = "next_token"
+
+    def __post_init__(self):
+        for name, (check, args) in _CHECKS.items():
+            object.__setattr__(self, name, check(getattr(self, name), name, *args))
+        get_nonlinearity(self.phi)
+        if self.zero_query and self.attention == "none":
+            raise SpecError("zero_query=True needs an attention branch (attention='none')")
+
+    @property
+    def attention_exponent(self) -> Fraction | None:
+        """a_attn of ℓ = c q·k / d_head^{a_attn} (None without attention)."""
+        return ATTENTION_SCALES.get(self.attention)
+
+    def head_width(self, n: int) -> int:
+        """d_head = n/H, or a SpecError naming ``width`` when H does not divide it."""
+        n = check_int(n, "width")
+        if n % self.heads:
+            raise SpecError(f"width = {n} is not a multiple of heads = {self.heads}")
+        return n // self.heads
+
+    def parameter_kinds(self) -> dict:
+        """name -> kind ("embedding", "hidden" or "readout") of every trained array, in the
+        order a network draws them."""
+        kinds = {"E": "embedding"}
+        if self.positions:
+            kinds["P"] = "embedding"
+        for k in range(1, self.blocks + 1):
+            if self.attention != "none":
+                kinds.update({f"{m}{k}": "hidden" for m in ("Q", "K", "V", "O")})
+            if self.mlp:
+                kinds.update({f"U{k}": "hidden", f"D{k}": "hidden"})
+        kinds["out"] = "readout"
+        return kinds
+
+    def shape(self, name: str, n: int) -> tuple:
+        """The shape of parameter ``name`` at width ``n``."""
+        if name == "E":
+            return (n, self.vocab)
+        if name == "P":
+            return (n, self.seq_len)
+        if name == "out":
+            return (self.vocab, n)
+        return (n, n)

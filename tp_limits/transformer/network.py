@@ -1,0 +1,166 @@
+"""A finite transformer at width n: its parameters, forward pass and backward pass
+(docs/theory.md §17.1).
+
+Arrays: tokens (B, S) of ints in [0, V); the residual stream h (B, S, n); per head the
+queries, keys and values (B, H, S, d_head); the logits and attention weights (B, H, S, S);
+the output f (B, S, V).  The backward pass is written out by hand (the tests check it
+against central differences and torch's autograd) so that the forward quantities the
+limit will replace by moments — the logits, the softmax, the norms' averages — are named.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..engine.backend import numpy_backend
+from ..nonlinearities import get_nonlinearity
+from .model import Transformer
+from .parametrization import init_exponent
+
+_NP = numpy_backend()
+
+
+def init_params(model: Transformer, n: int, rng) -> dict:
+    """name -> array of every parameter at width ``n``: entries N(0, σ² n^{−2b}) (the
+    readout with ``sigma_out``), W_Q = 0 with ``zero_query``."""
+    model.head_width(n)
+    params = {}
+    for name, kind in model.parameter_kinds().items():
+        sigma = model.sigma_out if kind == "readout" else model.sigma
+        std = sigma * n ** -float(init_exponent(model.param, kind))
+        params[name] = std * rng.standard_normal(model.shape(name, n))
+    if model.zero_query:
+        for k in range(1, model.blocks + 1):
+            params[f"Q{k}"][...] = 0.0
+    return params
+
+
+def layer_norm(h, eps: float):
+    """(y, s): y = (h − mean h)/s, s = √(var h + ε) over the last axis (docs/theory.md
+    §14.3)."""
+    c = h - h.mean(axis=-1, keepdims=True)
+    s = np.sqrt((c * c).mean(axis=-1, keepdims=True) + eps)
+    return c / s, s
+
+
+def layer_norm_backward(y, s, dy):
+    """δh = (δy − mean δy − y mean(δy y))/s."""
+    return (dy - dy.mean(axis=-1, keepdims=True)
+            - y * (dy * y).mean(axis=-1, keepdims=True)) / s
+
+
+def _heads(x, H):
+    B, S, n = x.shape
+    return x.reshape(B, S, H, n // H).transpose(0, 2, 1, 3)
+
+
+def _merge(x):
+    B, H, S, d = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(B, S, H * d)
+
+
+def _linear(x, W):
+    """x Wᵀ over the last axis, as one 2-d product (a stacked product with a transposed
+    operand would loop over the leading axes outside BLAS)."""
+    return (x.reshape(-1, x.shape[-1]) @ W.T).reshape(x.shape[:-1] + (W.shape[0],))
+
+
+def _weight_grad(g, x):
+    """Σ over batch and positions of g xᵀ: the gradient of W in g = W x."""
+    return g.reshape(-1, g.shape[-1]).T @ x.reshape(-1, x.shape[-1])
+
+
+@dataclass
+class Forward:
+    """What the backward pass needs of one forward pass, and what coordinate checks read:
+    ``f`` (B, S, V); per block k ``logits[k]`` (B, H, S, S) before the mask."""
+
+    f: np.ndarray
+    tokens: np.ndarray
+    final: tuple
+    blocks: list = field(default_factory=list)
+
+    @property
+    def logits(self) -> list:
+        return [b["logits"] for b in self.blocks if "logits" in b]
+
+
+def forward(model: Transformer, params: dict, tokens) -> Forward:
+    """The network's output on ``tokens`` (B, S), S ≤ seq_len."""
+    B, S = tokens.shape
+    n = params["E"].shape[0]
+    H, eps, beta = model.heads, model.norm_eps, model.branch
+    phi = get_nonlinearity(model.phi)
+    h = params["E"].T[tokens]
+    if model.positions:
+        h = h + params["P"].T[:S]
+    blocks = []
+    mask = np.tril(np.ones((S, S), bool)) if model.causal else None
+    scale = model.attn_mult * (n // H) ** -float(model.attention_exponent or 0)
+    for k in range(1, model.blocks + 1):
+        c = {}
+        if model.attention != "none":
+            a, s = layer_norm(h, eps)
+            q, kk, v = (_heads(_linear(a, params[f"{m}{k}"]), H) for m in "QKV")
+            logits = scale * q @ kk.transpose(0, 1, 3, 2)
+            z = np.where(mask, logits, -np.inf) if mask is not None else logits
+            z = z - z.max(axis=-1, keepdims=True)
+            p = np.exp(z)
+            p /= p.sum(axis=-1, keepdims=True)
+            o = _merge(p @ v)
+            h = h + beta * _linear(o, params[f"O{k}"])
+            c.update(a=a, s=s, q=q, k=kk, v=v, logits=logits, p=p, o=o, scale=scale)
+        if model.mlp:
+            a2, s2 = layer_norm(h, eps)
+            u = _linear(a2, params[f"U{k}"])
+            y = phi.phi(u, _NP)
+            h = h + beta * _linear(y, params[f"D{k}"])
+            c.update(a2=a2, s2=s2, u=u, y=y)
+        c["h"] = h
+        blocks.append(c)
+    aF, sF = layer_norm(h, eps)
+    return Forward(_linear(aF, params["out"]), tokens, (aF, sF), blocks)
+
+
+def backward(model: Transformer, params: dict, fw: Forward, df) -> dict:
+    """name -> ∂loss/∂parameter, from ∂loss/∂f = ``df`` (B, S, V) and the forward pass."""
+    beta, H = model.branch, model.heads
+    dphi = get_nonlinearity(model.phi).dphi
+    grads = {}
+    aF, sF = fw.final
+    grads["out"] = _weight_grad(df, aF)
+    dh = layer_norm_backward(aF, sF, _linear(df, params["out"].T))
+    for k in range(model.blocks, 0, -1):
+        c = fw.blocks[k - 1]
+        if model.mlp:
+            dout = beta * dh
+            grads[f"D{k}"] = _weight_grad(dout, c["y"])
+            du = _linear(dout, params[f"D{k}"].T) * dphi(c["u"], _NP)
+            grads[f"U{k}"] = _weight_grad(du, c["a2"])
+            dh = dh + layer_norm_backward(c["a2"], c["s2"], _linear(du, params[f"U{k}"].T))
+        if model.attention != "none":
+            dout = beta * dh
+            grads[f"O{k}"] = _weight_grad(dout, c["o"])
+            do = _heads(_linear(dout, params[f"O{k}"].T), H)
+            p = c["p"]
+            dp = do @ c["v"].transpose(0, 1, 3, 2)
+            dv = p.transpose(0, 1, 3, 2) @ do
+            dl = c["scale"] * p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+            dq = dl @ c["k"]
+            dk = dl.transpose(0, 1, 3, 2) @ c["q"]
+            da = 0.0
+            for m, g in (("Q", dq), ("K", dk), ("V", dv)):
+                g = _merge(g)
+                grads[f"{m}{k}"] = _weight_grad(g, c["a"])
+                da = da + _linear(g, params[f"{m}{k}"].T)
+            dh = dh + layer_norm_backward(c["a"], c["s"], da)
+    n = dh.shape[-1]
+    gE = np.zeros((model.vocab, n))
+    np.add.at(gE, fw.tokens.ravel(), dh.reshape(-1, n))
+    grads["E"] = gE.T
+    if model.positions:
+        gP = np.zeros((model.seq_len, n))
+        gP[:dh.shape[1]] = dh.sum(axis=0)
+        grads["P"] = gP.T
+    return grads
