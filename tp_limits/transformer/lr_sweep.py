@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analysis.optimum import grid_optimum
+from ..engine.options import check_seed
 from ..engine.progress import progress_bar
 from ..errors import UnsupportedError
 from ..spec.checks import check_bool, check_int, check_sequence, finite_positive
@@ -71,6 +72,7 @@ def transformer_lr_sweep(model: Transformer, task: TokenTask, widths, lrs, optim
         model.head_width(n)
     lrs = tuple(finite_positive(x, "lrs") for x in check_sequence(lrs, "lrs", "rates"))
     steps, seeds = check_int(steps, "steps"), check_int(seeds, "seeds")
+    seed, particles = check_seed(seed), check_int(particles, "particles", 2)
     if check_bool(limit, "limit"):
         why = limit_refusal(model, optimizer if optimizer is not None else SGD())
         if why:
