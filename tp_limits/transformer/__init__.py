@@ -8,7 +8,8 @@ width exponents of its attention, and a small language task (docs/theory.md §17
   :class:`~tp_limits.Trajectory`);
 * :mod:`.limit`: the infinite-width limit of a μP transformer under SGD
   (:func:`simulate_transformer_limit`), one walk over two representations of a Z-variable:
-  :mod:`.particles` (Monte Carlo) and :mod:`.coefficients` (exact, φ = id);
+  :mod:`.particles` (Monte Carlo) and :mod:`.coefficients` (exact, φ = id), whose hidden
+  matrices share :mod:`.hidden_matrix`;
 * :mod:`.exponents`: the attention logits' exponents (:func:`classify_attention`), and
   :mod:`.coord_check` measuring them (:func:`attention_coord_check`);
 * :mod:`.lr_sweep`: the optimal rate at each width (:func:`transformer_lr_sweep`);

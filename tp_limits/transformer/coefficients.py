@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import TPError
+from .hidden_matrix import HiddenMatrix
 
 
 class CoefficientSpace:
@@ -87,13 +88,13 @@ class _Family:
         self.vec, self.prim = np.vstack([self.vec, x]), np.concatenate([self.prim, idx])
 
 
-class ExactMatrix:
-    """The exact twin of :class:`~.particles.LimitMatrix`."""
+class ExactMatrix(HiddenMatrix):
+    """The exact twin of :class:`~.particles.LimitMatrix`: a hat is a new primitive, Ż is
+    exact."""
 
     def __init__(self, space: CoefficientSpace, sigma: float, eta: float):
         self.space, self.s2, self.eta = space, sigma ** 2, eta
         self.F, self.G = _Family(space.N), _Family(space.N)
-        self.pairs, self.t = 0, 0
 
     def _product(self, own, other, x, stored):
         idx = self.space.hats(self.s2, x, own)
@@ -107,12 +108,3 @@ class ExactMatrix:
         if stored:
             own.store(x[:stored], idx[:stored])
         return out
-
-    def forward(self, x, stored: int):
-        return self._product(self.F, self.G, x, stored)
-
-    def backward(self, g):
-        return self._product(self.G, self.F, g, len(g))
-
-    def stepped(self, rows: int) -> None:
-        self.pairs += rows

@@ -38,31 +38,20 @@ from ..engine.options import check_seed
 from ..engine.progress import progress_bar
 from ..engine.status import Divergence, RunStatus
 from ..engine.trajectory import Trajectory
-from ..errors import DivergenceError, SpecError, UnsupportedError
+from ..errors import DivergenceError, UnsupportedError
 from ..limit.sampling import Draws
 from ..nonlinearities import get_nonlinearity
 from ..spec.checks import check_choice, check_int, finite_positive
 from .coefficients import CoefficientSpace
-from .model import Transformer
-from .particles import BLOCKS, ParticleSpace
+from .model import BLOCKS, Transformer
+from .network import attention_weights, layer_norm, layer_norm_backward, logits_gradient
+from .particles import ParticleSpace
 from .tasks import TokenTask
 from .train import check_optimizer, loss_and_gradient, scored
 
 _B = numpy_backend()
 #: the engines: Monte Carlo over particles, or exact over coefficient vectors (φ = id)
 METHODS = ("montecarlo", "exact")
-
-
-def layer_norm(space, h, eps: float):
-    """(y, s): y = (h − E h)/s, s = √(Var h + ε) row by row (docs/theory.md §14.3)."""
-    c = h - space.mean(h)
-    s = np.sqrt(space.row_moment(c, c) + eps)
-    return c / s, s
-
-
-def layer_norm_backward(space, y, s, dy):
-    """δh = (δy − E δy − y E[δy y])/s."""
-    return (dy - space.mean(dy) - y * space.row_moment(dy, y)) / s
 
 
 def limit_refusal(model: Transformer, optimizer) -> str | None:
@@ -114,28 +103,23 @@ class TransformerLimit:
         for k in range(1, m.blocks + 1):
             c = {}
             if m.attention != "none":
-                a, s = layer_norm(sp, h, m.norm_eps)
+                a, s = layer_norm(h, m.norm_eps, sp)
                 q, kk, v = (self.W[f"{x}{k}"].forward(a, stored).reshape(B, S, -1)
                             for x in "QKV")
                 logits = m.attn_mult * sp.moments(q, kk)
                 self._check(logits, t, k, "attention logits")
-                z = logits
-                if m.causal:
-                    z = np.where(np.tril(np.ones((S, S), bool)), logits, -np.inf)
-                z = z - z.max(axis=-1, keepdims=True)
-                p = np.exp(z)
-                p /= p.sum(axis=-1, keepdims=True)
+                p = attention_weights(logits, m.causal)
                 o = (p @ v).reshape(B * S, -1)
                 h = h + m.branch * self.W[f"O{k}"].forward(o, stored)
                 c.update(a=a, s=s, q=q, k=kk, v=v, p=p)
             if m.mlp:
-                a2, s2 = layer_norm(sp, h, m.norm_eps)
+                a2, s2 = layer_norm(h, m.norm_eps, sp)
                 u = self.W[f"U{k}"].forward(a2, stored)
                 h = h + m.branch * self.W[f"D{k}"].forward(self.phi.phi(u, _B), stored)
                 c.update(a2=a2, s2=s2, u=u)
             self._check(h, t, k, "residual stream")
             caches.append(c)
-        aF, sF = layer_norm(sp, h, m.norm_eps)
+        aF, sF = layer_norm(h, m.norm_eps, sp)
         f = sp.moments(aF, self.Zw.T)
         self._check(f, t, None, "output f")
         return f.reshape(B, S, -1), (caches, aF, sF)
@@ -156,23 +140,23 @@ class TransformerLimit:
         chi = df.reshape(rows, -1)
         blocks, aF, sF = caches
         aF = aF[:rows]
-        dh = layer_norm_backward(sp, aF, sF[:rows], chi @ self.Zw.T)
+        dh = layer_norm_backward(aF, sF[:rows], chi @ self.Zw.T, sp)
         for k in range(m.blocks, 0, -1):
             c = blocks[k - 1]
             if m.mlp:
                 dy = self.W[f"D{k}"].backward(m.branch * dh)
                 du = dy * self.phi.dphi(c["u"][:rows], _B)
-                dh = dh + layer_norm_backward(sp, c["a2"][:rows], c["s2"][:rows],
-                                              self.W[f"U{k}"].backward(du))
+                dh = dh + layer_norm_backward(c["a2"][:rows], c["s2"][:rows],
+                                              self.W[f"U{k}"].backward(du), sp)
             if m.attention != "none":
                 do = self.W[f"O{k}"].backward(m.branch * dh).reshape(B, S, -1)
                 p, v, q, kk = (c[x][:B] for x in ("p", "v", "q", "k"))
                 dp = sp.moments(do, v)
-                dl = m.attn_mult * p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+                dl = logits_gradient(p, dp, m.attn_mult)
                 da = (self.W[f"Q{k}"].backward((dl @ kk).reshape(rows, -1))
                       + self.W[f"K{k}"].backward((dl.transpose(0, 2, 1) @ q).reshape(rows, -1))
                       + self.W[f"V{k}"].backward((p.transpose(0, 2, 1) @ do).reshape(rows, -1)))
-                dh = dh + layer_norm_backward(sp, c["a"][:rows], c["s"][:rows], da)
+                dh = dh + layer_norm_backward(c["a"][:rows], c["s"][:rows], da, sp)
         for W in self.W.values():
             W.stepped(rows)
         tok = task.tokens.ravel()
@@ -228,9 +212,7 @@ def simulate_transformer_limit(model: Transformer, task: TokenTask, lr: float,
     why = limit_refusal(model, optimizer)
     if why:
         raise UnsupportedError(why)
-    if task.vocab != model.vocab or task.seq_len > model.seq_len:
-        raise SpecError(f"task has vocab {task.vocab} and sequences of {task.seq_len}; the "
-                        f"model has vocab = {model.vocab}, seq_len = {model.seq_len}")
+    model.check_task(task)
     lr, steps = finite_positive(lr, "lr"), check_int(steps, "steps", 0)
     N, R = check_int(particles, "particles", 2), check_int(replicates, "replicates", 2)
     seed = check_seed(seed)

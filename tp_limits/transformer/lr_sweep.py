@@ -65,7 +65,8 @@ def transformer_lr_sweep(model: Transformer, task: TokenTask, widths, lrs, optim
     With ``limit=True`` the infinite-width limit joins as the last width, ``math.inf``
     (:func:`~.limit.simulate_transformer_limit` with ``seeds`` replicates of ``particles``:
     μP under SGD only, refused otherwise before any work)."""
-    check_optimizer(optimizer) if optimizer is not None else None
+    optimizer = SGD() if optimizer is None else optimizer
+    check_optimizer(optimizer)
     widths = tuple(check_int(n, "widths") for n in check_sequence(widths, "widths",
                                                                   "positive integers"))
     for n in widths:
@@ -74,7 +75,7 @@ def transformer_lr_sweep(model: Transformer, task: TokenTask, widths, lrs, optim
     steps, seeds = check_int(steps, "steps"), check_int(seeds, "seeds")
     seed, particles = check_seed(seed), check_int(particles, "particles", 2)
     if check_bool(limit, "limit"):
-        why = limit_refusal(model, optimizer if optimizer is not None else SGD())
+        why = limit_refusal(model, optimizer)
         if why:
             raise UnsupportedError(f"limit=True: {why}")
         check_int(seeds, "seeds", 2)

@@ -33,6 +33,9 @@ PARAMETRIZATIONS = ("mup", "sp")
 #: the losses: cross-entropy of the next token at every position, or of a target at the last
 LOSSES = ("next_token", "last")
 
+#: how a divergence's "layer" reads for a transformer
+BLOCKS = "layers count the blocks"
+
 #: every field's check, declared once: (check, arguments after the value and the name)
 _CHECKS = {
     "vocab": (check_int, (2,)), "seq_len": (check_int, (1,)), "blocks": (check_int, (0,)),
@@ -90,6 +93,12 @@ class Transformer:
     def attention_exponent(self) -> Fraction | None:
         """a_attn of ℓ = c q·k / d_head^{a_attn} (None without attention)."""
         return ATTENTION_SCALES.get(self.attention)
+
+    def check_task(self, task) -> None:
+        """A SpecError before any work when ``task``'s words or sequences do not fit."""
+        if task.vocab != self.vocab or task.seq_len > self.seq_len:
+            raise SpecError(f"task has vocab {task.vocab} and sequences of {task.seq_len}; "
+                            f"the model has vocab = {self.vocab}, seq_len = {self.seq_len}")
 
     def head_width(self, n: int) -> int:
         """d_head = n/H, or a SpecError naming ``width`` when H does not divide it."""

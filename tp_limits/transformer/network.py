@@ -36,18 +36,49 @@ def init_params(model: Transformer, n: int, rng) -> dict:
     return params
 
 
-def layer_norm(h, eps: float):
-    """(y, s): y = (h − mean h)/s, s = √(var h + ε) over the last axis (docs/theory.md
-    §14.3)."""
-    c = h - h.mean(axis=-1, keepdims=True)
-    s = np.sqrt((c * c).mean(axis=-1, keepdims=True) + eps)
+class LastAxisAverages:
+    """Averages over the last axis: a finite network's width, or the limit's particles."""
+
+    @staticmethod
+    def mean(x):
+        """The mean of each row, (…, m, 1)."""
+        return x.mean(axis=-1, keepdims=True)
+
+    @staticmethod
+    def row_moment(a, b):
+        """The mean of a_i b_i row by row, (…, m, 1)."""
+        return (a * b).mean(axis=-1, keepdims=True)
+
+
+WIDTH = LastAxisAverages()
+
+
+def layer_norm(h, eps: float, averages=WIDTH):
+    """(y, s): y = (h − mean h)/s, s = √(var h + ε) row by row, the means those of
+    ``averages`` (over the width here; the limit's expectations, docs/theory.md §14.3)."""
+    c = h - averages.mean(h)
+    s = np.sqrt(averages.row_moment(c, c) + eps)
     return c / s, s
 
 
-def layer_norm_backward(y, s, dy):
+def layer_norm_backward(y, s, dy, averages=WIDTH):
     """δh = (δy − mean δy − y mean(δy y))/s."""
-    return (dy - dy.mean(axis=-1, keepdims=True)
-            - y * (dy * y).mean(axis=-1, keepdims=True)) / s
+    return (dy - averages.mean(dy) - y * averages.row_moment(dy, y)) / s
+
+
+def attention_weights(logits, causal: bool):
+    """softmax over the keys (the last axis) of the logits (…, S, S), causal: s' ≤ s only."""
+    S = logits.shape[-1]
+    z = np.where(np.tril(np.ones((S, S), bool)), logits, -np.inf) if causal else logits
+    z = z - z.max(axis=-1, keepdims=True)
+    p = np.exp(z)
+    return p / p.sum(axis=-1, keepdims=True)
+
+
+def logits_gradient(p, dp, scale: float):
+    """∂ℓ (times the logits' multiplier ``scale``) from the attention weights p and
+    ∂p: p ⊙ (∂p − Σ_{s'} p ∂p), through the softmax."""
+    return scale * p * (dp - (dp * p).sum(axis=-1, keepdims=True))
 
 
 def _heads(x, H):
@@ -96,7 +127,6 @@ def forward(model: Transformer, params: dict, tokens) -> Forward:
     if model.positions:
         h = h + params["P"].T[:S]
     blocks = []
-    mask = np.tril(np.ones((S, S), bool)) if model.causal else None
     scale = model.attn_mult * (n // H) ** -float(model.attention_exponent or 0)
     for k in range(1, model.blocks + 1):
         c = {}
@@ -104,10 +134,7 @@ def forward(model: Transformer, params: dict, tokens) -> Forward:
             a, s = layer_norm(h, eps)
             q, kk, v = (_heads(_linear(a, params[f"{m}{k}"]), H) for m in "QKV")
             logits = scale * q @ kk.transpose(0, 1, 3, 2)
-            z = np.where(mask, logits, -np.inf) if mask is not None else logits
-            z = z - z.max(axis=-1, keepdims=True)
-            p = np.exp(z)
-            p /= p.sum(axis=-1, keepdims=True)
+            p = attention_weights(logits, model.causal)
             o = _merge(p @ v)
             h = h + beta * _linear(o, params[f"O{k}"])
             c.update(a=a, s=s, q=q, k=kk, v=v, logits=logits, p=p, o=o, scale=scale)
@@ -146,7 +173,7 @@ def backward(model: Transformer, params: dict, fw: Forward, df) -> dict:
             p = c["p"]
             dp = do @ c["v"].transpose(0, 1, 3, 2)
             dv = p.transpose(0, 1, 3, 2) @ do
-            dl = c["scale"] * p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+            dl = logits_gradient(p, dp, c["scale"])
             dq = dl @ c["k"]
             dk = dl.transpose(0, 1, 3, 2) @ c["q"]
             da = 0.0

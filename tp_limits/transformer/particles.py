@@ -13,23 +13,21 @@ import numpy as np
 from ..errors import DivergenceError
 from ..limit.montecarlo.families import Family, NonFiniteLaw
 from ..limit.montecarlo.passes import ArrayPasses
+from .hidden_matrix import HiddenMatrix
+from .model import BLOCKS
+from .network import LastAxisAverages
 
-#: how a divergence's "layer" reads for a transformer
-BLOCKS = "layers count the blocks"
 
-
-class LimitMatrix:
-    """A hidden matrix W_t = W_0 − η Σ_j g_j x_jᵀ in the limit: the forward family F (the
-    vectors x it multiplied, with their hats) and the backward family G (the g's of Wᵀg);
-    pair j is F's row j with G's row j (docs/theory.md §4.2)."""
+class LimitMatrix(HiddenMatrix):
+    """A hidden matrix in the limit on particles: its families are the deep engine's
+    (sampled hats, Stein's Ż; docs/theory.md §4.2)."""
 
     def __init__(self, name: str, N: int, capacity: int, sigma: float, eta: float, draws):
         passes = ArrayPasses(np)           # BLAS products: a few dozen rows per family
         self.F = Family(N, capacity, sigma ** 2, passes=passes)
         self.G = Family(N, capacity, sigma ** 2, passes=passes)
         self.passes, self.eta, self.draws, self.N = passes, eta, draws, N
-        self.name, self.pairs = name, 0
-        self.t = 0                         # the step under way, for a divergence's report
+        self.name = name
 
     def _product(self, own, other, x, stored):
         try:
@@ -49,21 +47,10 @@ class LimitMatrix:
             own.store(x, hat, info, stored)
         return out
 
-    def forward(self, x, stored: int):
-        """Z^{W x} for the rows x (m, N); the first ``stored`` rows join F."""
-        return self._product(self.F, self.G, x, stored)
 
-    def backward(self, g):
-        """Z^{Wᵀ g} for the rows g (m, N), all of which join G."""
-        return self._product(self.G, self.F, g, len(g))
-
-    def stepped(self, rows: int) -> None:
-        """This step's ``rows`` pairs join the ΔW sum."""
-        self.pairs += rows
-
-
-class ParticleSpace:
-    """N particles: variables (N, c), vectors (m, N), expectations as particle means."""
+class ParticleSpace(LastAxisAverages):
+    """N particles: variables (N, c), vectors (m, N), expectations as particle means (the
+    averages of :class:`~.network.LastAxisAverages`, over the particles)."""
 
     name = "montecarlo"
 
@@ -73,16 +60,6 @@ class ParticleSpace:
     def gaussian(self, std: float, count: int):
         """``count`` independent N(0, std²) variables, (N, count)."""
         return std * self.draws.normal((self.N, count))
-
-    @staticmethod
-    def mean(x):
-        """E Z of each row, (…, m, 1)."""
-        return x.mean(axis=-1, keepdims=True)
-
-    @staticmethod
-    def row_moment(a, b):
-        """E[Z^{a_i} Z^{b_i}] row by row, (…, m, 1)."""
-        return (a * b).mean(axis=-1, keepdims=True)
 
     def moments(self, a, b):
         """E[Z^{a_i} Z^{b_j}], (…, m, k), for rows a (…, m, N) and b (…, k, N)."""

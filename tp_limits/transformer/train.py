@@ -19,7 +19,7 @@ from ..errors import DivergenceError, SpecError
 from ..spec.checks import check_choice, check_int, finite_positive
 from ..spec.optimizers.adam import Adam
 from ..spec.optimizers.sgd import SGD
-from .model import Transformer
+from .model import BLOCKS, Transformer
 from .network import backward, forward, init_params
 from .parametrization import gradient_exponent, rate_exponent
 from .tasks import TokenTask
@@ -94,7 +94,7 @@ def _check_finite(fw, t: int, bound) -> None:
     for layer, quantity, x in checks + [(None, "output f", fw.f)]:
         size = float(np.max(np.abs(x))) if x.size else 0.0
         if not np.isfinite(size) or (bound is not None and size > bound):
-            raise DivergenceError(t, layer, quantity, "layers count the blocks", size=size,
+            raise DivergenceError(t, layer, quantity, BLOCKS, size=size,
                                   bound=bound)
 
 
@@ -111,10 +111,8 @@ def train_transformer(model: Transformer, task: TokenTask, width: int, lr: float
     ``on_divergence='stop'`` returns the steps before it with ``divergence`` set.
     """
     optimizer = SGD() if optimizer is None else optimizer
-    check_optimizer(optimizer)
-    if task.vocab != model.vocab or task.seq_len > model.seq_len:
-        raise SpecError(f"task has vocab {task.vocab} and sequences of {task.seq_len}; the "
-                        f"model has vocab = {model.vocab}, seq_len = {model.seq_len}")
+    name = check_optimizer(optimizer)
+    model.check_task(task)
     width, steps = check_int(width, "width"), check_int(steps, "steps", 0)
     lr, seed = finite_positive(lr, "lr"), check_seed(seed)
     check_choice(on_divergence, "on_divergence", ("raise", "stop"))
@@ -158,5 +156,5 @@ def train_transformer(model: Transformer, task: TokenTask, width: int, lr: float
         loss=np.asarray(losses),
         stats={"eval_loss": np.asarray(eval_loss[:T + 1])},
         meta={"engine": "finite transformer", "width": width, "seed": seed, "lr": lr,
-              "optimizer": check_optimizer(optimizer)},
+              "optimizer": name},
         status=status or RunStatus(T))
