@@ -116,14 +116,15 @@ def test_the_guides_run_as_written():
     scheduled limit beside width 2048, the phased limit's held-out loss beside width 1024
     (and below the pretrained network's on the new task), the depth exponents as predicted, an interior
     optimum at every width and in the limit, mup's configuration feature-learning, a
-    transformer at n = 1024 beside its limit."""
+    transformer at n = 1024 beside its limit, and its tangent kernel at n = 512 beside the
+    limiting one."""
     import re
     import warnings
 
     import numpy as np
     text = (ROOT / "docs" / "guides.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
-    assert len(blocks) == 13
+    assert len(blocks) == 14
     ns = {}
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)      # no warning in a guide
@@ -139,6 +140,8 @@ def test_the_guides_run_as_written():
     assert np.all((ratios > 0.05) & (ratios < 2))
     assert np.all(np.abs(ns["lim_sched"].f_eval[-1] - ns["fin_sched"].f_eval[-1]) < 0.05)
     assert np.abs(ns["fin_tf"].f_eval - ns["lim_tf"].f_eval).max() < 0.2
+    K, K_n = ns["K"], np.einsum("avbv->ab", ns["K_n"]) / 8
+    assert np.abs(K_n - K).max() < 0.2 * np.abs(K).max()
     lim_loss = ns["lim_phased"].stats["eval_loss"]
     assert abs(lim_loss[-1] - ns["fin_phased"].stats["eval_loss"][-1]) < 0.01
     assert lim_loss[-1] < 0.5 * lim_loss[ns["task"].steps]      # the probe learned the task

@@ -147,6 +147,20 @@ def test_the_coordinate_check_measures_the_logits_exponents(attention, optimizer
     assert np.all(cc.sizes["logits"][:, 0] == 0)                 # W_Q = 0: logits exactly 0
 
 
+@pytest.mark.parametrize("attention, step_one", [("1/d", -1), ("1/sqrt(d)", 0)])
+def test_the_ntk_parametrization_keeps_the_logits_still(attention, step_one):
+    """param = 'ntk' (SGD, c = 1, b_out = ½): the first change is Θ(n^(1 − 2a)), n^(−1) with
+    1/d — its attention stays uniform — and Θ(1) with 1/√d; the coordinate check's slope
+    over n = 128–1024 (4 seeds) within 0.1 of it."""
+    model = Transformer(16, 8, attention=attention, zero_query=True, heads=2, param="ntk")
+    cls = classify_attention(model, SGD())
+    assert cls.step_one == step_one and cls.stable and cls.initial is None
+    task = markov_task(vocab=16, seq_len=8, n_train=16)
+    cc = attention_coord_check(model, task, (128, 256, 512, 1024), 1.0, SGD(), steps=1,
+                               seeds=4)
+    assert abs(cc.step_one_error()) < 0.1, cc.slope("dlogits", 1)
+
+
 def test_the_initial_logits_shrink_like_n_to_the_minus_half_with_1_over_d():
     task = markov_task(vocab=16, seq_len=8, n_train=8)
     cc = attention_coord_check(Transformer(16, 8), task, (64, 256, 1024), 0.1, SGD(),
@@ -231,3 +245,19 @@ def test_the_markov_task_is_a_shifted_chain_of_its_order():
     pairs = np.zeros((5, 5))
     np.add.at(pairs, (task.tokens.ravel(), task.targets.ravel()), 1)
     assert np.mean(pairs.max(axis=1) / pairs.sum(axis=1)) > 0.5
+
+
+@pytest.mark.parametrize("kw, optimizer", [
+    (dict(blocks=2, heads=2, phi="tanh"), SGD()),
+    (dict(phi="relu", loss="last", causal=False), Adam()),
+    (dict(param="ntk", zero_query=True, phi="erf"), SGD())], ids=["sgd", "adam", "ntk"])
+def test_the_torch_transformer_trains_as_this_package_does(kw, optimizer):
+    """transformer_to_torch: torch's module and optimizer take the same four steps as
+    train_transformer, to 1e-13."""
+    pytest.importorskip("torch")
+    from tp_limits.interop import transformer_to_torch
+    model = Transformer(7, 5, **kw)
+    ref = train_transformer(model, TASK, 32, 0.3, optimizer, steps=4, seed=2).f_eval
+    out = transformer_to_torch(model, 32, 0.3, optimizer, seed=2).train(TASK, 4)
+    assert np.abs(out - ref).max() < 1e-13 * np.abs(ref).max()
+    assert np.abs(ref[-1] - ref[0]).max() > 0.01          # the steps moved f

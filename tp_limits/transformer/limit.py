@@ -56,13 +56,17 @@ METHODS = ("montecarlo", "exact")
 
 def limit_refusal(model: Transformer, optimizer) -> str | None:
     """Why the limit of ``model`` trained by ``optimizer`` is not simulated (None: it is)."""
+    if model.param == "ntk":
+        return ("param = 'ntk' is the kernel regime: in the limit the features stay where "
+                "they start and f moves by kernel gradient descent; use "
+                "transformer_kernel_descent (docs/theory.md §17.6)")
     if model.param != "mup":
         return (f"param = {model.param!r}: standard practice has no stable feature-learning "
                 "limit at a width-free rate; the limit is simulated for param = 'mup'")
     if model.attention == "1/sqrt(d)":
         return ("attention = '1/sqrt(d)': the logits blow up like n^(1/2) after the first "
                 "step (classify_attention), so there is no limit to simulate; use '1/d'")
-    if check_optimizer(optimizer) != "sgd":
+    if check_optimizer(optimizer, model) != "sgd":
         return ("Adam: its per-entry normalization of an n × n matrix's gradient is not a "
                 "sum over stored pairs (it needs partner particles for every matrix), and its "
                 "first step on W_Q, W_K normalizes gradients of size n^(-3/2), which a "

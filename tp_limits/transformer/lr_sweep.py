@@ -66,7 +66,7 @@ def transformer_lr_sweep(model: Transformer, task: TokenTask, widths, lrs, optim
     (:func:`~.limit.simulate_transformer_limit` with ``seeds`` replicates of ``particles``:
     μP under SGD only, refused otherwise before any work)."""
     optimizer = SGD() if optimizer is None else optimizer
-    check_optimizer(optimizer)
+    check_optimizer(optimizer, model)
     widths = tuple(check_int(n, "widths") for n in check_sequence(widths, "widths",
                                                                   "positive integers"))
     for n in widths:

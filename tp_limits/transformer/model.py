@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
+
 from ..errors import SpecError
 from ..nonlinearities import get_nonlinearity
 from ..spec.checks import check_bool, check_choice, check_int, finite_positive
@@ -29,7 +31,7 @@ from ..spec.checks import check_bool, check_choice, check_int, finite_positive
 #: the attention scales and their exponent a_attn in ℓ = c q·k / d_head^{a_attn}
 ATTENTION_SCALES = {"1/d": Fraction(1), "1/sqrt(d)": Fraction(1, 2)}
 #: the parametrizations (their exponents in :mod:`.parametrization`)
-PARAMETRIZATIONS = ("mup", "sp")
+PARAMETRIZATIONS = ("mup", "sp", "ntk")
 #: the losses: cross-entropy of the next token at every position, or of a target at the last
 LOSSES = ("next_token", "last")
 
@@ -59,7 +61,7 @@ class Transformer:
     ``attention`` "1/d" (μP), "1/sqrt(d)" (standard practice) or "none" (blocks without
     their attention branch), ``attn_mult`` c, ``causal`` mask, ``zero_query``: W_Q = 0 at
     initialization, ``positions``: learned positional embeddings P, ``mlp``: blocks with
-    their MLP branch, ``param`` "mup" or "sp" (:mod:`.parametrization`), ``branch`` β,
+    their MLP branch, ``param`` "mup", "sp" or "ntk" (:mod:`.parametrization`), ``branch`` β,
     ``sigma`` the initialization's σ (embeddings and matrices), ``sigma_out`` the readout's,
     ``norm_eps`` LayerNorm's ε, ``loss`` "next_token" or "last".
     """
@@ -99,6 +101,19 @@ class Transformer:
         if task.vocab != self.vocab or task.seq_len > self.seq_len:
             raise SpecError(f"task has vocab {task.vocab} and sequences of {task.seq_len}; "
                             f"the model has vocab = {self.vocab}, seq_len = {self.seq_len}")
+
+    def check_tokens(self, tokens, name: str = "tokens") -> np.ndarray:
+        """``tokens`` as an int array (B, S) of words in [0, V) with S ≤ seq_len, or a
+        SpecError naming ``name``."""
+        arr = np.asarray(tokens)
+        if arr.ndim != 2 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
+            raise SpecError(f"{name} must be a non-empty 2-d int array (sequences, "
+                            f"positions); got shape {arr.shape} of {arr.dtype}")
+        if arr.min() < 0 or arr.max() >= self.vocab or arr.shape[1] > self.seq_len:
+            raise SpecError(f"{name} has words in [{arr.min()}, {arr.max()}] and "
+                            f"{arr.shape[1]} positions; the model has vocab = {self.vocab}, "
+                            f"seq_len = {self.seq_len}")
+        return arr.astype(np.int64)
 
     def head_width(self, n: int) -> int:
         """d_head = n/H, or a SpecError naming ``width`` when H does not divide it."""

@@ -116,6 +116,12 @@ class Forward:
     def logits(self) -> list:
         return [b["logits"] for b in self.blocks if "logits" in b]
 
+    def take(self, seqs) -> "Forward":
+        """The forward pass of the sequences ``seqs`` (indices, repeats allowed)."""
+        pick = lambda x: x[seqs] if isinstance(x, np.ndarray) else x  # noqa: E731
+        return Forward(self.f[seqs], self.tokens[seqs], tuple(pick(x) for x in self.final),
+                       [{k: pick(x) for k, x in c.items()} for c in self.blocks])
+
 
 def forward(model: Transformer, params: dict, tokens) -> Forward:
     """The network's output on ``tokens`` (B, S), S ≤ seq_len."""
@@ -150,25 +156,35 @@ def forward(model: Transformer, params: dict, tokens) -> Forward:
     return Forward(_linear(aF, params["out"]), tokens, (aF, sF), blocks)
 
 
-def backward(model: Transformer, params: dict, fw: Forward, df) -> dict:
-    """name -> ∂loss/∂parameter, from ∂loss/∂f = ``df`` (B, S, V) and the forward pass."""
+def one_hot(index, size: int):
+    """(…, size) rows e(index): the inputs of an embedding, one column per word."""
+    return (np.asarray(index)[..., None] == np.arange(size)).astype(float)
+
+
+def backward(model: Transformer, params: dict, fw: Forward, df,
+             weight_grad=_weight_grad) -> dict:
+    """name -> ∂loss/∂parameter, from ∂loss/∂f = ``df`` (B, S, V) and the forward pass.
+
+    Every parameter W enters as g = W x (the embeddings with x the one-hot words and
+    positions), and its gradient is ``weight_grad(∂loss/∂g, x)``: Σ g xᵀ by default, or
+    whatever a caller keeps of the pair (the tangent kernel keeps both factors)."""
     beta, H = model.branch, model.heads
     dphi = get_nonlinearity(model.phi).dphi
     grads = {}
     aF, sF = fw.final
-    grads["out"] = _weight_grad(df, aF)
+    grads["out"] = weight_grad(df, aF)
     dh = layer_norm_backward(aF, sF, _linear(df, params["out"].T))
     for k in range(model.blocks, 0, -1):
         c = fw.blocks[k - 1]
         if model.mlp:
             dout = beta * dh
-            grads[f"D{k}"] = _weight_grad(dout, c["y"])
+            grads[f"D{k}"] = weight_grad(dout, c["y"])
             du = _linear(dout, params[f"D{k}"].T) * dphi(c["u"], _NP)
-            grads[f"U{k}"] = _weight_grad(du, c["a2"])
+            grads[f"U{k}"] = weight_grad(du, c["a2"])
             dh = dh + layer_norm_backward(c["a2"], c["s2"], _linear(du, params[f"U{k}"].T))
         if model.attention != "none":
             dout = beta * dh
-            grads[f"O{k}"] = _weight_grad(dout, c["o"])
+            grads[f"O{k}"] = weight_grad(dout, c["o"])
             do = _heads(_linear(dout, params[f"O{k}"].T), H)
             p = c["p"]
             dp = do @ c["v"].transpose(0, 1, 3, 2)
@@ -179,15 +195,12 @@ def backward(model: Transformer, params: dict, fw: Forward, df) -> dict:
             da = 0.0
             for m, g in (("Q", dq), ("K", dk), ("V", dv)):
                 g = _merge(g)
-                grads[f"{m}{k}"] = _weight_grad(g, c["a"])
+                grads[f"{m}{k}"] = weight_grad(g, c["a"])
                 da = da + _linear(g, params[f"{m}{k}"].T)
             dh = dh + layer_norm_backward(c["a"], c["s"], da)
-    n = dh.shape[-1]
-    gE = np.zeros((model.vocab, n))
-    np.add.at(gE, fw.tokens.ravel(), dh.reshape(-1, n))
-    grads["E"] = gE.T
+    grads["E"] = weight_grad(dh, one_hot(fw.tokens, model.vocab))
     if model.positions:
-        gP = np.zeros((model.seq_len, n))
-        gP[:dh.shape[1]] = dh.sum(axis=0)
-        grads["P"] = gP.T
+        S = dh.shape[1]
+        grads["P"] = weight_grad(dh, np.broadcast_to(np.eye(S, model.seq_len), dh.shape[:2]
+                                                     + (model.seq_len,)))
     return grads

@@ -13,6 +13,10 @@ network uses ε n^{−g_k}, as docs/theory.md §10.3 does for MLPs).
 
 Standard practice ("sp"): b = (0, ½, ½), one width-free rate for every parameter, and the
 gradient entries' g = (½, ½, 0) (the readout's n^{−½} entries carry the backward pass).
+
+The NTK parametrization ("ntk", SGD only): b = (0, ½, ½) as standard practice, and the rates
+c = (0, 1, 1) that make every parameter's share of the tangent kernel Θ(1) at
+initialization — the kernel regime (docs/theory.md §17.6).
 """
 from __future__ import annotations
 
@@ -23,12 +27,14 @@ from ..errors import SpecError
 _HALF = F(1, 2)
 #: param -> kind -> b
 INIT = {"mup": {"embedding": F(0), "hidden": _HALF, "readout": F(1)},
-        "sp": {"embedding": F(0), "hidden": _HALF, "readout": _HALF}}
+        "sp": {"embedding": F(0), "hidden": _HALF, "readout": _HALF},
+        "ntk": {"embedding": F(0), "hidden": _HALF, "readout": _HALF}}
 #: (param, optimizer name) -> kind -> c
 RATES = {("mup", "sgd"): {"embedding": F(-1), "hidden": F(0), "readout": F(1)},
          ("mup", "adam"): {"embedding": F(0), "hidden": F(1), "readout": F(1)},
          ("sp", "sgd"): {"embedding": F(0), "hidden": F(0), "readout": F(0)},
-         ("sp", "adam"): {"embedding": F(0), "hidden": F(0), "readout": F(0)}}
+         ("sp", "adam"): {"embedding": F(0), "hidden": F(0), "readout": F(0)},
+         ("ntk", "sgd"): {"embedding": F(0), "hidden": F(1), "readout": F(1)}}
 
 
 def init_exponent(param: str, kind: str) -> F:
@@ -38,11 +44,10 @@ def init_exponent(param: str, kind: str) -> F:
 
 def rate_exponent(param: str, optimizer: str, kind: str) -> F:
     """c of a parameter of ``kind`` trained by ``optimizer`` ("sgd" or "adam"): η n^{−c}."""
-    try:
-        return RATES[(param, optimizer)][kind]
-    except KeyError:
-        raise SpecError(f"optimizer {optimizer!r}: transformers train with SGD or Adam"
-                        ) from None
+    if (param, optimizer) not in RATES:
+        raise SpecError(f"param = {param!r} with {optimizer}: the NTK parametrization is "
+                        "SGD's kernel regime; train it with SGD(), or use param = 'mup'")
+    return RATES[(param, optimizer)][kind]
 
 
 def gradient_exponent(param: str, kind: str) -> F:

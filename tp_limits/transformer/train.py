@@ -50,22 +50,27 @@ def loss_and_gradient(model: Transformer, f, targets):
     return loss, df
 
 
-def check_optimizer(optimizer) -> str:
+def check_optimizer(optimizer, model: Transformer | None = None) -> str:
     """"sgd" or "adam", or a SpecError naming ``optimizer`` for what transformers do not
-    take (momentum, weight decay, other optimizers)."""
+    take (momentum, weight decay, other optimizers) or what ``model``'s parametrization has
+    no rates for (Adam with param = 'ntk')."""
     if isinstance(optimizer, SGD) and optimizer.momentum == 0 and not optimizer.weight_decay:
-        return "sgd"
-    if isinstance(optimizer, Adam) and not optimizer.weight_decay:
-        return "adam"
-    raise SpecError(f"optimizer = {optimizer!r}: transformers train with plain SGD() or "
-                    "Adam(betas=..., eps=...) without weight decay")
+        name = "sgd"
+    elif isinstance(optimizer, Adam) and not optimizer.weight_decay:
+        name = "adam"
+    else:
+        raise SpecError(f"optimizer = {optimizer!r}: transformers train with plain SGD() or "
+                        "Adam(betas=..., eps=...) without weight decay")
+    if model is not None:
+        rate_exponent(model.param, name, "hidden")
+    return name
 
 
 class Stepper:
     """The optimizer's state over the parameters of one network at width ``n``."""
 
     def __init__(self, model: Transformer, optimizer, lr: float, n: int, params: dict):
-        self.name = check_optimizer(optimizer)
+        self.name = check_optimizer(optimizer, model)
         self.optimizer, self.n = optimizer, n
         kinds = model.parameter_kinds()
         self.rate = {p: lr * n ** -float(rate_exponent(model.param, self.name, k))
@@ -111,7 +116,7 @@ def train_transformer(model: Transformer, task: TokenTask, width: int, lr: float
     ``on_divergence='stop'`` returns the steps before it with ``divergence`` set.
     """
     optimizer = SGD() if optimizer is None else optimizer
-    name = check_optimizer(optimizer)
+    name = check_optimizer(optimizer, model)
     model.check_task(task)
     width, steps = check_int(width, "width"), check_int(steps, "steps", 0)
     lr, seed = finite_positive(lr, "lr"), check_seed(seed)

@@ -30,21 +30,7 @@ from ...errors import SpecError, UnstableParametrizationError, UnsupportedError
 from ...spec import MLP
 from ...spec.checks import as_matrix
 from ...spec.program import Layer, Program
-from .pair_moments import moments
-
-
-def _pairwise(S, fn):
-    """(V, V̇) matrices of the pair moments for the covariance matrix S: computed on the
-    pairs i <= j and mirrored, so both are exactly symmetric."""
-    i, j = np.triu_indices(len(S))
-    diag = np.diag(S)
-    out = []
-    for m in fn(diag[i], diag[j], S[i, j]):
-        M = np.empty_like(S)
-        M[i, j] = m
-        M[j, i] = m
-        out.append(M)
-    return out
+from .pair_moments import moments, pairwise
 
 
 class _KernelOps:
@@ -77,7 +63,7 @@ class _KernelOps:
         return h
 
     def activation(self, l, n):
-        V, Vd = _pairwise(n, self.fn)
+        V, Vd = pairwise(n, self.fn)
         self.V.append(V)
         self.Vd.append(Vd)
         return V

@@ -85,6 +85,20 @@ def _numerical(phi_name):
     return pair_moments
 
 
+def pairwise(S, fn):
+    """(V, V̇) matrices of the pair moments ``fn`` (from :func:`moments`) for the covariance
+    matrix S: computed on the pairs i <= j and mirrored, so both are exactly symmetric."""
+    i, j = np.triu_indices(len(S))
+    diag = np.diag(S)
+    out = []
+    for m in fn(diag[i], diag[j], S[i, j]):
+        M = np.empty_like(S)
+        M[i, j] = m
+        M[j, i] = m
+        out.append(M)
+    return out
+
+
 def moments(phi: str):
     """(a, b, c) -> (V, V̇) for φ: its closed form when it has one, else quadrature."""
     return get_nonlinearity(phi).gaussian_moments or _numerical(phi)
