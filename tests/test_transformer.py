@@ -191,6 +191,17 @@ def test_a_divergence_names_the_step_and_block_and_keeps_what_finished():
     assert run.f_eval.shape[0] == 2
 
 
+@pytest.mark.parametrize("loss", ["next_token", "last"])
+def test_a_divergence_at_the_first_step_keeps_the_initial_outputs(loss):
+    """Nothing finished but f_0: an empty run of the right shapes, not a crash."""
+    model = Transformer(7, 5, loss=loss)
+    run = train_transformer(model, TASK, 32, 1.0, steps=3, on_divergence="stop",
+                            divergence_bound=1e-3)
+    rows = 3 if loss == "last" else 15
+    assert run.divergence.step == 1 and run.completed_steps == 0
+    assert run.f_train.shape == (0, rows, 7) and run.f_eval.shape == (1, rows * 2 // 3, 7)
+
+
 def test_ctrl_c_keeps_the_finished_steps(monkeypatch):
     import tp_limits.transformer.train as train
     real, calls = train.backward, []

@@ -168,3 +168,18 @@ def test_the_ntk_parametrization_trains_with_sgd_only():
     from tp_limits import Adam
     with pytest.raises(SpecError, match="param = 'ntk' with adam"):
         train_transformer(Transformer(6, 4, param="ntk"), TASK, 64, 1.0, Adam())
+
+
+def test_a_diverging_kernel_descent_names_the_step_or_keeps_the_steps_before_it():
+    """At an absurd rate the outputs pass the divergence bound at the first step: raised
+    with the step, or with on_divergence='stop' the finished steps come back with the
+    divergence recorded."""
+    from tp_limits.errors import DivergenceError
+    model = Transformer(6, 4, phi="tanh", param="ntk")
+    with pytest.raises(DivergenceError, match="step 1"):
+        transformer_kernel_descent(model, TASK, 1e12, steps=5)
+    run = transformer_kernel_descent(model, TASK, 1e12, steps=5, on_divergence="stop")
+    T = run.status.completed_steps
+    assert run.status.divergence is not None and T == 0
+    assert run.f_eval.shape[0] == T + 1 and len(run.loss) == T
+    assert np.all(np.isfinite(run.f_eval))

@@ -25,7 +25,7 @@ from .kernels import transformer_ntk
 from .model import BLOCKS, Transformer
 from .network import forward, init_params
 from .tasks import TokenTask
-from .train import loss_and_gradient, scored
+from .train import loss_and_gradient, scored, scored_rows
 
 
 def _rows(task: TokenTask) -> np.ndarray:
@@ -45,15 +45,19 @@ def transformer_initial_outputs(model: Transformer, task: TokenTask, width: int,
 
 
 def transformer_kernel_descent(model: Transformer, task: TokenTask, lr: float,
-                               steps: int = 10, f0="zero",
-                               on_divergence: str = "raise") -> Trajectory:
+                               steps: int = 10, f0="zero", on_divergence: str = "raise",
+                               divergence_bound: float | None = 1e10) -> Trajectory:
     """Kernel gradient descent of the module docstring at rate ``lr`` for ``steps`` steps,
     from ``f0``: "zero" or an array (B + E, S, V) such as
     :func:`transformer_initial_outputs`.  Returns the Trajectory
-    :func:`~.train.train_transformer` returns; a non-finite output is a divergence (raised,
-    naming the step)."""
+    :func:`~.train.train_transformer` returns.  An output that is not finite or beyond
+    ``divergence_bound`` is a divergence: raised, naming the step, or with
+    ``on_divergence='stop'`` the steps before it are returned."""
     model.check_task(task)
     lr, steps = finite_positive(lr, "lr"), check_int(steps, "steps", 0)
+    check_choice(on_divergence, "on_divergence", ("raise", "stop"))
+    if divergence_bound is not None:
+        divergence_bound = finite_positive(divergence_bound, "divergence_bound")
     tokens = _rows(task)
     shape = tokens.shape + (model.vocab,)
     if isinstance(f0, str) and f0 == "zero":
@@ -82,9 +86,11 @@ def transformer_kernel_descent(model: Transformer, task: TokenTask, lr: float,
             f_train.append(scored(model, f[:B], task.targets)[0])
             losses.append(loss)
             f = f - lr * (K @ chi.reshape(-1, model.vocab)).reshape(shape)
-            if not np.all(np.isfinite(f)):
-                error = DivergenceError(t, None, "output f", BLOCKS,
-                                        size=float(np.max(np.abs(f))))
+            size = float(np.max(np.abs(f)))
+            if not np.isfinite(size) or (divergence_bound is not None
+                                         and size > divergence_bound):
+                error = DivergenceError(t, None, "output f", BLOCKS, size=size,
+                                        bound=divergence_bound)
                 if on_divergence == "raise":
                     raise error
                 status = RunStatus(t - 1, divergence=Divergence.of(error))
@@ -93,7 +99,8 @@ def transformer_kernel_descent(model: Transformer, task: TokenTask, lr: float,
     T = len(f_eval) - 1
     V = model.vocab
     return Trajectory(
-        f_eval=np.asarray(f_eval), f_train=np.asarray(f_train[:T]).reshape(T, -1, V),
+        f_eval=np.asarray(f_eval),
+        f_train=np.asarray(f_train[:T]).reshape(T, scored_rows(model, task.tokens), V),
         loss=np.asarray(losses[:T]), stats={"eval_loss": np.asarray(eval_loss)},
         meta={"engine": "transformer kernel descent", "lr": lr},
         status=status or RunStatus(T))

@@ -47,7 +47,7 @@ from .model import BLOCKS, Transformer
 from .network import attention_weights, layer_norm, layer_norm_backward, logits_gradient
 from .particles import ParticleSpace
 from .tasks import TokenTask
-from .train import check_optimizer, loss_and_gradient, scored
+from .train import check_optimizer, loss_and_gradient, scored, scored_rows
 
 _B = numpy_backend()
 #: the engines: Monte Carlo over particles, or exact over coefficient vectors (φ = id)
@@ -260,7 +260,8 @@ def simulate_transformer_limit(model: Transformer, task: TokenTask, lr: float,
     se = f_eval.std(axis=0, ddof=1) / np.sqrt(len(runs)) if len(runs) > 1 else None
     status = RunStatus(T, interrupted=interrupted, divergence=divergence,
                        se_dof=len(runs) - 1 if len(runs) > 1 else None)
-    return Trajectory(f_eval=f_eval.mean(axis=0), f_train=f_train.reshape(T, -1, model.vocab),
+    f_train = f_train.reshape(T, scored_rows(model, task.tokens), model.vocab)
+    return Trajectory(f_eval=f_eval.mean(axis=0), f_train=f_train,
                       loss=loss, f_eval_se=se, status=status,
                       stats={"loss_replicates": np.stack([r[1][:T] for r in runs])},
                       meta={"engine": f"transformer limit ({method})", "particles":

@@ -32,6 +32,11 @@ def scored(model: Transformer, f, targets):
     return f.reshape(-1, f.shape[-1]), targets.reshape(-1)
 
 
+def scored_rows(model: Transformer, tokens) -> int:
+    """How many positions of the sequences ``tokens`` (B, S) the loss scores."""
+    return len(tokens) if model.loss == "last" else tokens.size
+
+
 def loss_and_gradient(model: Transformer, f, targets):
     """(mean cross-entropy over the scored positions, ∂loss/∂f of the shape of f)."""
     z, y = scored(model, f, targets)
@@ -157,7 +162,7 @@ def train_transformer(model: Transformer, task: TokenTask, width: int, lr: float
     V = model.vocab
     return Trajectory(
         f_eval=np.asarray(f_eval[:T + 1]),
-        f_train=np.asarray(f_train).reshape(T, -1, V),
+        f_train=np.asarray(f_train).reshape(T, scored_rows(model, task.tokens), V),
         loss=np.asarray(losses),
         stats={"eval_loss": np.asarray(eval_loss[:T + 1])},
         meta={"engine": "finite transformer", "width": width, "seed": seed, "lr": lr,
