@@ -185,3 +185,28 @@ def test_in_the_sgd_limit_the_logits_first_move_at_the_second_step():
         sizes.append(np.abs(run.space.moments(c["q"], c["k"])).max())
         run.step(f, caches, t)
     assert sizes[0] == 0 and sizes[1] < 1e-12 and sizes[2] > 1e-4 and sizes[3] > sizes[2]
+
+
+def test_under_adam_the_logits_stay_random_as_the_width_grows():
+    """Why Adam's limit is refused (docs/theory.md §17.4): after two Adam steps the logits'
+    spread across 6 seeds does not shrink from n = 128 to 1024 (ratio above 0.6), while
+    after two SGD steps it falls like n^(−½) (ratio below 0.55; √(1/8) = 0.35)."""
+    from tp_limits.transformer.network import backward, forward, init_params
+    from tp_limits.transformer.train import Stepper, loss_and_gradient
+    model = Transformer(8, 4, heads=2, phi="tanh", zero_query=True)
+
+    def spread(optimizer, lr, n):
+        logits = []
+        for s in range(6):
+            params = init_params(model, n, np.random.default_rng(s))
+            stepper = Stepper(model, optimizer, lr, n, params)
+            for t in (1, 2):
+                fw = forward(model, params, TASK.tokens)
+                stepper.step(params, backward(model, params, fw,
+                                              loss_and_gradient(model, fw.f, TASK.targets)[1]), t)
+            logits.append(forward(model, params, TASK.tokens).logits[0].ravel())
+        return np.std(logits, axis=0).mean()
+
+    adam = spread(Adam(), 0.05, 1024) / spread(Adam(), 0.05, 128)
+    sgd = spread(SGD(), 0.5, 1024) / spread(SGD(), 0.5, 128)
+    assert adam > 0.6 and sgd < 0.55, (adam, sgd)

@@ -71,7 +71,9 @@ def limit_refusal(model: Transformer, optimizer) -> str | None:
                 "sum over stored pairs (it needs partner particles for every matrix), and its "
                 "first step on W_Q, W_K normalizes gradients of size n^(-3/2), which a "
                 "width-free eps makes vanish in the limit but not at practical widths "
-                "(docs/theory.md §17.4); the transformer limit runs SGD")
+                "— and at practical eps the step's direction is a central-limit "
+                "fluctuation, so the logits stay random as n grows (docs/theory.md §17.4); "
+                "the transformer limit runs SGD")
     return None
 
 
