@@ -41,7 +41,7 @@ def test_erf_closed_form_by_hand_and_vs_the_numerical_rule():
         closed = kernels.layer_kernels("erf", (1.2, 0.9, 1.1), scale * X3)
         numerical = pair_moments._numerical("erf")
         S = 1.2 ** 2 * scale ** 2 * X3 @ X3.T
-        Vq, Vdq = kernels._pairwise(S, numerical)
+        Vq, Vdq = pair_moments.pairwise(S, numerical)
         for got, want in ((Vq, closed["V"][0]), (Vdq, closed["Vdot"][0])):
             norm = np.sqrt(np.outer(np.diag(want), np.diag(want)))
             assert np.max(np.abs(got - want) / norm) < 1e-10, scale
