@@ -16,6 +16,11 @@ copy (read + write).
 engine runs), the first step's and the last's: each step adds 16 rows to every matrix's
 two hat families, and a product costs O(N k m) over the k stored rows, so the last step
 over the first grows with the steps (the deep limit's T² in all).
+
+*Tangent kernel* (``--kernel-widths``): seconds of one network's tangent kernel
+K_vv'(a, b) on the 4 training sequences (R = 16 rows, all V = 8 words) against the
+training step's in the same run: one backward pass over R·V sequences of S rows, so about
+V·S = 32 training backward passes' work, plus the Grams of its R·V·S rows.
 """
 import argparse
 import time
@@ -23,7 +28,7 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from tp_limits.transformer import Transformer, markov_task
+from tp_limits.transformer import Transformer, empirical_transformer_ntk, markov_task
 from tp_limits.engine.backend import numpy_backend
 from tp_limits.limit.sampling import Draws
 from tp_limits.transformer.limit import TransformerLimit
@@ -66,6 +71,7 @@ def main():
     ap.add_argument("--widths", default="512,1024,2048")
     ap.add_argument("--particles", default="4096,16384,65536")
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--kernel-widths", default="1024,2048,4096")
     a = ap.parse_args()
     task = markov_task(vocab=8, seq_len=4, n_train=4, n_eval=2, seed=1)
     model = Transformer(8, 4, heads=2, phi="tanh")
@@ -79,6 +85,13 @@ def main():
     for N in (int(p) for p in a.particles.split(",")):
         times = limit_steps(model, task, N, a.steps)
         print(f"| {N} | {times[0]:.4f} | {times[-1]:.4f} | {np.mean(times):.4f} |", flush=True)
+    print("\n| n | kernel (s) | kernel / training step |\n|---|---|---|")
+    for n in (int(w) for w in a.kernel_widths.split(",")):
+        step = finite_step(model, task, n, 3)
+        t0 = time.perf_counter()
+        empirical_transformer_ntk(model, task.tokens, n)
+        s = time.perf_counter() - t0
+        print(f"| {n} | {s:.2f} | {s / step:.0f} |", flush=True)
 
 
 if __name__ == "__main__":

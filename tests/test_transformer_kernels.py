@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import t as student
 
-from tp_limits.errors import SpecError, UnsupportedError
+from tp_limits.errors import MemoryBudgetError, SpecError, UnsupportedError
 from tp_limits.transformer import (Transformer, empirical_transformer_ntk, markov_task,
                                    simulate_transformer_limit, train_transformer,
                                    transformer_initial_outputs, transformer_kernel_descent,
@@ -157,8 +157,12 @@ def test_kernel_descent_from_zero_is_deterministic_and_decreases_the_loss():
      SpecError, "f0 must be"),
     (lambda: simulate_transformer_limit(Transformer(6, 4, param="ntk"), TASK, 1.0),
      UnsupportedError, "kernel regime"),
+    (lambda: transformer_ntk(Transformer(5, 64), np.zeros((4000, 64), int)),
+     MemoryBudgetError, "tangent kernel on 256000 rows"),
+    (lambda: empirical_transformer_ntk(Transformer(5, 64), np.zeros((400, 64), int), 4096),
+     MemoryBudgetError, "tangent kernel at width 4096"),
 ], ids=["1/sqrt(d)", "sp", "word-out-of-vocab", "too-long", "float-tokens", "heads",
-        "f0-shape", "ntk-limit"])
+        "f0-shape", "ntk-limit", "limit-memory", "finite-memory"])
 def test_what_has_no_kernel_is_refused_with_the_reason(call, error, match):
     with pytest.raises(error, match=match):
         call()

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..engine.memory import require_memory
 from ..errors import UnsupportedError
 from ..limit.kernel.pair_moments import moments, pairwise
 from .model import Transformer
@@ -65,13 +66,25 @@ def _norm(Sig, eps):
     return Sig / np.outer(q, q), q
 
 
+def bytes_needed(model: Transformer, tokens_shape: tuple, backward: bool) -> float:
+    """Memory of the recursion: a few R × R kernels per block forward, and backward a few
+    (R S)² arrays (each output row's Π over the rows of its sequence)."""
+    B, S = tokens_shape
+    R = B * S
+    return 8.0 * (6 * max(model.blocks, 1) + 4) * R * R + (8.0 * 6 * (R * S) ** 2
+                                                          if backward else 0.0)
+
+
 def _check(model: Transformer, tokens, what: str):
     if model.attention == "1/sqrt(d)":
         raise UnsupportedError(
             "attention = '1/sqrt(d)': its logits are Θ(1) Gaussians at initialization, so the "
             f"attention stays random in the limit and the {what} needs the law of a random "
             "softmax; the kernels here are for '1/d' (or 'none')")
-    return model.check_tokens(tokens)
+    tokens = model.check_tokens(tokens)
+    require_memory(bytes_needed(model, tokens.shape, what != "NNGP"),
+                   f"the transformer's {what} on {tokens.size} rows")
+    return tokens
 
 
 def _forward(model: Transformer, tokens):
