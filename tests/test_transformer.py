@@ -14,7 +14,8 @@ from tp_limits.transformer.train import loss_and_gradient
 TASK = markov_task(vocab=7, seq_len=5, n_train=3, n_eval=2, seed=4)
 CONFIGS = [dict(), dict(causal=False, heads=2, phi="tanh", loss="last"),
            dict(attention="1/sqrt(d)", blocks=2, zero_query=True, branch=0.5),
-           dict(attention="none", positions=False), dict(mlp=False, heads=4, attn_mult=2.0)]
+           dict(attention="none", positions=False), dict(mlp=False, heads=4, attn_mult=2.0),
+           dict(tied=True, sigma_out=1.5, blocks=2)]
 
 
 def _perturbed(model, n=8, seed=1):
@@ -261,7 +262,8 @@ def test_the_markov_task_is_a_shifted_chain_of_its_order():
 @pytest.mark.parametrize("kw, optimizer", [
     (dict(blocks=2, heads=2, phi="tanh"), SGD()),
     (dict(phi="relu", loss="last", causal=False), Adam()),
-    (dict(param="ntk", zero_query=True, phi="erf"), SGD())], ids=["sgd", "adam", "ntk"])
+    (dict(param="ntk", zero_query=True, phi="erf"), SGD()),
+    (dict(tied=True, sigma_out=1.5, blocks=2), Adam())], ids=["sgd", "adam", "ntk", "tied"])
 def test_the_torch_transformer_trains_as_this_package_does(kw, optimizer):
     """transformer_to_torch: torch's module and optimizer take the same four steps as
     train_transformer, to 1e-13."""
@@ -272,3 +274,15 @@ def test_the_torch_transformer_trains_as_this_package_does(kw, optimizer):
     out = transformer_to_torch(model, 32, 0.3, optimizer, seed=2).train(TASK, 4)
     assert np.abs(out - ref).max() < 1e-13 * np.abs(ref).max()
     assert np.abs(ref[-1] - ref[0]).max() > 0.01          # the steps moved f
+
+
+def test_a_tied_readout_is_mup_s_and_has_no_kernel_here():
+    """tied=True: W_out = (σ_out/n) Eᵀ, so no readout parameter of its own; μP only; the
+    kernels (derived for an independent readout) refuse it."""
+    from tp_limits.transformer import transformer_ntk
+    model = Transformer(7, 5, tied=True)
+    assert "out" not in model.parameter_kinds()
+    with pytest.raises(SpecError, match="tied=True with param = 'sp'"):
+        Transformer(7, 5, tied=True, param="sp")
+    with pytest.raises(UnsupportedError, match="tied=True"):
+        transformer_ntk(model, TASK.tokens)

@@ -15,8 +15,8 @@ WIDTHS = (128, 256, 512, 1024)
 
 @pytest.mark.parametrize("kw", [dict(heads=2, phi="tanh"),
                                 dict(blocks=2, phi="relu", zero_query=True, causal=False,
-                                     loss="last")],
-                         ids=["one-block-two-heads", "two-blocks-zero-query"])
+                                     loss="last", tied=True, sigma_out=0.5)],
+                         ids=["one-block-two-heads", "two-blocks-zero-query-tied"])
 def test_finite_transformers_converge_to_the_limit(kw):
     """The rms distance of 8 networks to the limit falls like n^(−1/2) (slope within
     0.15), and at the widest width the seeds' mean lies within the combined standard error
@@ -98,8 +98,9 @@ def test_ctrl_c_keeps_the_finished_replicates(monkeypatch):
         simulate_transformer_limit(Transformer(8, 4), TASK, 0.5, steps=2, particles=256)
 
 
-@pytest.mark.parametrize("kw", [dict(heads=2), dict(blocks=2, causal=False, zero_query=True)],
-                         ids=["one-block", "two-blocks-zero-query"])
+@pytest.mark.parametrize("kw", [dict(heads=2), dict(blocks=2, causal=False, zero_query=True,
+                                                   tied=True)],
+                         ids=["one-block", "two-blocks-zero-query-tied"])
 def test_the_exact_linear_limit_equals_monte_carlo(kw):
     """φ = id with LayerNorm and softmax attention: the exact engine (coefficient vectors
     over Gaussian primitives) and Monte Carlo (8192 particles × 16 replicates) agree within

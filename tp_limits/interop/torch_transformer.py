@@ -112,7 +112,8 @@ def _module_class(torch):
                 if m.mlp:
                     u = self.norm(h) @ W[f"U{k}"].T
                     h = h + m.branch * self.phi(u) @ W[f"D{k}"].T
-            return self.norm(h) @ W["out"].T
+            out = m.sigma_out / n * W["E"].T if m.tied else W["out"]
+            return self.norm(h) @ out.T
 
     return TPTransformer
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..engine.memory import require_memory
 from ..engine.options import MAX_WIDTH, check_seed
+from ..errors import UnsupportedError
 from ..spec.checks import check_int
 from .model import Transformer
 from .network import backward, forward, init_params
@@ -40,6 +41,9 @@ def empirical_transformer_ntk(model: Transformer, tokens, width: int, seed: int 
     of the network :func:`~.train.train_transformer` draws at ``width`` and ``seed``, in
     the rates of its parametrization under SGD; ``components=True``: a dict parameter
     name -> its share.  Refused before work when it would not fit in memory."""
+    if model.tied:
+        raise UnsupportedError("tied=True: the tangent kernel is computed for an untied "
+                               "readout, as its limit is (transformer_ntk)")
     tokens = model.check_tokens(tokens)
     width = check_int(width, "width", 1, MAX_WIDTH)
     seed = check_seed(seed)

@@ -81,6 +81,11 @@ def _check(model: Transformer, tokens, what: str):
             "attention = '1/sqrt(d)': its logits are Θ(1) Gaussians at initialization, so the "
             f"attention stays random in the limit and the {what} needs the law of a random "
             "softmax; the kernels here are for '1/d' (or 'none')")
+    if model.tied:
+        raise UnsupportedError(
+            f"tied=True: the readout is the word embedding, which the forward pass uses too, "
+            f"so f_0 is not independent of the features and the {what} of the recursion "
+            "here (gradient independence) does not apply; use tied=False")
     tokens = model.check_tokens(tokens)
     require_memory(bytes_needed(model, tokens.shape, what != "NNGP"),
                    f"the transformer's {what} on {tokens.size} rows")

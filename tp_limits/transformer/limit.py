@@ -87,12 +87,17 @@ class TransformerLimit:
         sig = model.sigma
         self.ZE = space.gaussian(sig, model.vocab)
         self.ZP = space.gaussian(sig, model.seq_len) if model.positions else None
-        self.Zw = space.gaussian(model.sigma_out, model.vocab)
+        self.Zw_own = None if model.tied else space.gaussian(model.sigma_out, model.vocab)
         self.W = {}
         for name, kind in model.parameter_kinds().items():
             if kind == "hidden":
                 zero = model.zero_query and name.startswith("Q")
                 self.W[name] = space.matrix(name, 0.0 if zero else sig, lr)
+
+    @property
+    def Zw(self):
+        """The readout's coordinates Z^ω = n W_outᵀ: its own, or σ_out Z^E when tied."""
+        return self.model.sigma_out * self.ZE if self.model.tied else self.Zw_own
 
     # -- the forward pass on rows ---------------------------------------------------------
     def forward(self, tokens, stored: int, t: int):
@@ -165,11 +170,15 @@ class TransformerLimit:
                 dh = dh + layer_norm_backward(c["a"][:rows], c["s"][:rows], da, sp)
         for W in self.W.values():
             W.stepped(rows)
+        readout_step = -self.eta * aF.T @ chi
         tok = task.tokens.ravel()
         np.add.at(self.ZE.T, tok, -self.eta * dh)
         if self.ZP is not None:
             self.ZP[:, :S] -= self.eta * dh.reshape(B, S, -1).sum(axis=0).T
-        self.Zw -= self.eta * aF.T @ chi
+        if m.tied:          # E is the readout too: ΔZ^E gains σ_out times ω's step
+            self.ZE += m.sigma_out * readout_step
+        else:
+            self.Zw_own += readout_step
         return loss
 
 

@@ -11,6 +11,7 @@ embedding is an input layer with d_in = V:
       h ← h + β W_O Σ_{s'} softmax_{s'}(ℓ_s)_{s'} v_{s'}   (causal: s' ≤ s)
       h ← h + β W_D φ(W_U N(h))
     f_s = W_out N(h_s) ∈ ℝ^V                            W_out ∈ ℝ^{V×n}
+                                                        (tied: W_out = (σ_out/n) Eᵀ)
 
 with N the LayerNorm of docs/theory.md §14.3 (no gains).  Every parameter is drawn with
 entries N(0, σ² n^{−2b}) and trained at the rate η n^{−c} (SGD) with the exponents of
@@ -45,7 +46,7 @@ _CHECKS = {
     "attention": (check_choice, (tuple(ATTENTION_SCALES) + ("none",),)),
     "param": (check_choice, (PARAMETRIZATIONS,)), "loss": (check_choice, (LOSSES,)),
     "causal": (check_bool, ()), "zero_query": (check_bool, ()), "positions": (check_bool, ()),
-    "mlp": (check_bool, ()),
+    "mlp": (check_bool, ()), "tied": (check_bool, ()),
     "attn_mult": (finite_positive, ()), "branch": (finite_positive, ()),
     "sigma": (finite_positive, ()), "sigma_out": (finite_positive, ()),
     "norm_eps": (finite_positive, ()),
@@ -63,7 +64,9 @@ class Transformer:
     initialization, ``positions``: learned positional embeddings P, ``mlp``: blocks with
     their MLP branch, ``param`` "mup", "sp" or "ntk" (:mod:`.parametrization`), ``branch`` β,
     ``sigma`` the initialization's σ (embeddings and matrices), ``sigma_out`` the readout's,
-    ``norm_eps`` LayerNorm's ε, ``loss`` "next_token" or "last".
+    ``norm_eps`` LayerNorm's ε, ``loss`` "next_token" or "last", ``tied``: the readout is
+    the word embedding, W_out = (σ_out/n) Eᵀ (μP's 1/n readout; μP only), with no readout
+    of its own.
     """
 
     vocab: int
@@ -83,6 +86,7 @@ class Transformer:
     sigma_out: float = 1.0
     norm_eps: float = 1e-5
     loss: str = "next_token"
+    tied: bool = False
 
     def __post_init__(self):
         for name, (check, args) in _CHECKS.items():
@@ -90,6 +94,9 @@ class Transformer:
         get_nonlinearity(self.phi)
         if self.zero_query and self.attention == "none":
             raise SpecError("zero_query=True needs an attention branch (attention='none')")
+        if self.tied and self.param != "mup":
+            raise SpecError(f"tied=True with param = {self.param!r}: a tied readout is "
+                            "(σ_out/n) Eᵀ, μP's readout scale; use param = 'mup'")
 
     @property
     def attention_exponent(self) -> Fraction | None:
@@ -133,7 +140,8 @@ class Transformer:
                 kinds.update({f"{m}{k}": "hidden" for m in ("Q", "K", "V", "O")})
             if self.mlp:
                 kinds.update({f"U{k}": "hidden", f"D{k}": "hidden"})
-        kinds["out"] = "readout"
+        if not self.tied:
+            kinds["out"] = "readout"
         return kinds
 
     def shape(self, name: str, n: int) -> tuple:

@@ -123,6 +123,14 @@ class Forward:
                        [{k: pick(x) for k, x in c.items()} for c in self.blocks])
 
 
+def readout(model: Transformer, params: dict):
+    """W_out (V, n): the readout's own, or the tied (σ_out/n) Eᵀ."""
+    if model.tied:
+        E = params["E"]
+        return model.sigma_out / E.shape[0] * E.T
+    return params["out"]
+
+
 def forward(model: Transformer, params: dict, tokens) -> Forward:
     """The network's output on ``tokens`` (B, S), S ≤ seq_len."""
     B, S = tokens.shape
@@ -153,7 +161,7 @@ def forward(model: Transformer, params: dict, tokens) -> Forward:
         c["h"] = h
         blocks.append(c)
     aF, sF = layer_norm(h, eps)
-    return Forward(_linear(aF, params["out"]), tokens, (aF, sF), blocks)
+    return Forward(_linear(aF, readout(model, params)), tokens, (aF, sF), blocks)
 
 
 def one_hot(index, size: int):
@@ -172,8 +180,9 @@ def backward(model: Transformer, params: dict, fw: Forward, df,
     dphi = get_nonlinearity(model.phi).dphi
     grads = {}
     aF, sF = fw.final
-    grads["out"] = weight_grad(df, aF)
-    dh = layer_norm_backward(aF, sF, _linear(df, params["out"].T))
+    if not model.tied:
+        grads["out"] = weight_grad(df, aF)
+    dh = layer_norm_backward(aF, sF, _linear(df, readout(model, params).T))
     for k in range(model.blocks, 0, -1):
         c = fw.blocks[k - 1]
         if model.mlp:
@@ -199,6 +208,8 @@ def backward(model: Transformer, params: dict, fw: Forward, df,
                 da = da + _linear(g, params[f"{m}{k}"].T)
             dh = dh + layer_norm_backward(c["a"], c["s"], da)
     grads["E"] = weight_grad(dh, one_hot(fw.tokens, model.vocab))
+    if model.tied:                      # and E as the readout, W_out = (σ_out/n) Eᵀ
+        grads["E"] = grads["E"] + model.sigma_out / aF.shape[-1] * weight_grad(df, aF).T
     if model.positions:
         S = dh.shape[1]
         grads["P"] = weight_grad(dh, np.broadcast_to(np.eye(S, model.seq_len), dh.shape[:2]
