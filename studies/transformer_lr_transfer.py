@@ -8,7 +8,7 @@ with 1/√d attention (docs/results.md#transformer-lr; docs/theory.md §17.5).
 ``adam`` (widths 128–1024): one pre-norm block (2 heads, relu MLP, learned positions) on
 the package's Markov task (V = 16, S = 8, order 2, 32 training sequences), full-batch Adam;
 μP (zero-initialized queries) sweeps η over 2^{-3}..2^{5}, standard practice over
-2^{-12}..2^{-4}.  ``sgd`` (widths 128–2048, and the limit): one block (2 heads, tanh) on
+2^{-12}..2^{-4}.  ``sgd`` (widths 256–4096, and the limit): one block (2 heads, tanh) on
 V = 8, S = 4, 8 training sequences, full-batch SGD; μP over 2^{-3}..2^{5} with its
 infinite-width limit as the last width (4096 particles, ``--seeds`` replicates),
 standard practice over 2^{-8}..2^{0}.  The cost is the training loss after ``--steps``
@@ -44,7 +44,7 @@ def main():
     args = ap.parse_args()
     adam = args.optimizer == "adam"
     widths = [int(w) for w in (args.widths or ("128,256,512,1024" if adam else
-                                               "128,256,512,1024,2048")).split(",")]
+                                               "256,512,1024,2048,4096")).split(",")]
     seeds, steps, particles = args.seeds, args.steps, 4096
     if args.quick:
         widths, seeds, steps, particles = [32, 64], 2, 3, 256
