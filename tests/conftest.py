@@ -150,18 +150,3 @@ def interrupt_on_call(monkeypatch, module, name: str, n: int) -> list:
     monkeypatch.setattr(module, name, interrupted)
     return calls
 
-
-
-def pytest_collection_finish(session):
-    """Start the selected example notebooks in the background (notebook_runs.py)."""
-    paths = [item.callspec.params["path"] for item in session.items
-             if getattr(item, "originalname", "") == "test_notebook_runs"]
-    if paths:
-        import notebook_runs
-        notebook_runs.start(paths)
-
-
-def pytest_sessionfinish(session, exitstatus):
-    import sys
-    if "notebook_runs" in sys.modules:
-        sys.modules["notebook_runs"].stop()
