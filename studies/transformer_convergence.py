@@ -16,13 +16,12 @@ square (about 1 when the mean is unbiased) and their largest magnitude over the 
 outputs.  Rows go to the JSON file as they finish (a temporary file renamed into place).
 """
 import argparse
-import json
-import os
 import time
 
 import numpy as np
 
 from tp_limits.analysis.fits import width_exponent
+from tp_limits.engine.atomic import write_json
 from tp_limits.transformer import (Transformer, markov_task, simulate_transformer_limit,
                                    train_transformer)
 
@@ -68,10 +67,7 @@ def main():
             print(f"| {K} | {H} | {slope:+.3f} ± {half:.3f} | {row['rms']:.4f} | "
                   f"{row['rms_z']:.2f} | {row['max_z']:.2f} | {t_limit:.0f} |", flush=True)
             rows.append(row)
-            tmp = a.json + ".tmp"
-            with open(tmp, "w") as fh:
-                json.dump(rows, fh)
-            os.replace(tmp, a.json)
+            write_json(a.json, rows)
 
 
 if __name__ == "__main__":

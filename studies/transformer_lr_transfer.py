@@ -18,12 +18,11 @@ drift exponent k of η* ∝ n^k over the finite widths.  Each parametrization's 
 the JSON file when it finishes (a temporary file renamed into place).
 """
 import argparse
-import json
-import os
 
 import numpy as np
 
 import tp_limits as tp
+from tp_limits.engine.atomic import write_json
 from tp_limits.transformer import Transformer, markov_task, transformer_lr_sweep
 
 #: optimizer -> parametrization -> (model fields, log2 rate range)
@@ -74,10 +73,7 @@ def main():
                       "costs": sweep.costs.tolist(), "drift": [k, half],
                       "optima": {str(n): o.triple for n, o in sweep.optima.items()}}
         out = args.json or f"transformer_lr_transfer_{args.optimizer}.json"
-        tmp = out + ".tmp"
-        with open(tmp, "w") as fh:
-            json.dump(rows, fh)
-        os.replace(tmp, out)
+        write_json(out, rows)
         if sweep.interrupted:
             print("interrupted: the table holds the widths that finished")
             break

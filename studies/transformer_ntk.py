@@ -21,14 +21,13 @@ terms included) against the limit δ_vv' K(a, b):
 Rows go to the JSON file as they finish (a temporary file renamed into place).
 """
 import argparse
-import json
-import os
 import time
 
 import numpy as np
 from scipy.stats import t as student
 
 from tp_limits.analysis.fits import width_exponent
+from tp_limits.engine.atomic import write_json
 from tp_limits.transformer import (Transformer, empirical_transformer_ntk, markov_task,
                                    transformer_ntk)
 
@@ -82,10 +81,7 @@ def main():
                   f"{row['max_z']:.2f} | {bound:.2f} | {row['rms_z']:.2f} | "
                   f"{qk:.1e} | {row['seconds']:.0f} |", flush=True)
             rows.append(row)
-            tmp = a.json + ".tmp"
-            with open(tmp, "w") as fh:
-                json.dump(rows, fh)
-            os.replace(tmp, a.json)
+            write_json(a.json, rows)
 
 
 if __name__ == "__main__":
