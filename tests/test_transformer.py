@@ -3,6 +3,7 @@ central differences and torch's autograd, the reductions to simpler networks, th
 attention logits' exponents against a coordinate check, training, and bad input."""
 import numpy as np
 import pytest
+from conftest import interrupt_on_call
 
 from tp_limits import SGD, Adam, Muon
 from tp_limits.errors import DivergenceError, SpecError, UnsupportedError
@@ -205,15 +206,7 @@ def test_a_divergence_at_the_first_step_keeps_the_initial_outputs(loss):
 
 def test_ctrl_c_keeps_the_finished_steps(monkeypatch):
     import tp_limits.transformer.train as train
-    real, calls = train.backward, []
-
-    def interrupted(*args):
-        calls.append(1)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return real(*args)
-
-    monkeypatch.setattr(train, "backward", interrupted)
+    interrupt_on_call(monkeypatch, train, "backward", 3)
     run = train_transformer(Transformer(16, 8), markov_task(n_train=4, n_eval=2), 16, 0.1,
                             steps=5)
     assert run.interrupted and run.completed_steps == 2 and run.f_eval.shape[0] == 3

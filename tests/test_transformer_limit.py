@@ -3,6 +3,7 @@ finite networks converge to it like n^(−1/2), heads collapse, and what is not 
 is refused with the reason before any work."""
 import numpy as np
 import pytest
+from conftest import interrupt_on_call
 
 from tp_limits import SGD, Adam
 from tp_limits.errors import MemoryBudgetError, SpecError, UnsupportedError
@@ -80,19 +81,10 @@ def test_a_diverging_limit_names_the_step():
 
 def test_ctrl_c_keeps_the_finished_replicates(monkeypatch):
     import tp_limits.transformer.limit as lim
-    real, calls = lim._replicate, []
-
-    def interrupted(*args):
-        calls.append(1)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return real(*args)
-
-    monkeypatch.setattr(lim, "_replicate", interrupted)
+    interrupt_on_call(monkeypatch, lim, "_replicate", 3)
     run = simulate_transformer_limit(Transformer(8, 4), TASK, 0.5, steps=2, particles=256,
                                      replicates=4)
     assert run.interrupted and run.meta["replicates"] == 2 and run.status.se_dof == 1
-    calls.clear()
     monkeypatch.setattr(lim, "_replicate", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
     with pytest.raises(KeyboardInterrupt):
         simulate_transformer_limit(Transformer(8, 4), TASK, 0.5, steps=2, particles=256)
