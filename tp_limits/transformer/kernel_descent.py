@@ -38,9 +38,7 @@ def transformer_initial_outputs(model: Transformer, task: TokenTask, width: int,
     """f_0 (B + E, S, V) of the network :func:`~.train.train_transformer` draws at
     ``width`` and ``seed``, on the training sequences and then the evaluation ones."""
     model.check_task(task)
-    width, seed = check_int(width, "width"), check_seed(seed)
-    model.head_width(width)
-    params = init_params(model, width, np.random.default_rng(seed))
+    params = init_params(model, width, np.random.default_rng(check_seed(seed)))
     return forward(model, params, _rows(task)).f
 
 
