@@ -27,7 +27,7 @@ from ..transformer.model import Transformer
 from ..transformer.network import init_params
 from ..transformer.parametrization import gradient_exponent, rate_exponent
 from ..transformer.tasks import TokenTask
-from ..transformer.train import check_optimizer
+from ..transformer.train import check_optimizer, scored
 from .torch_model import _activation, _import_torch
 
 
@@ -41,12 +41,8 @@ class TorchTransformer:
     model: Transformer
 
     def loss(self, f, targets):
-        """Cross-entropy of the scored positions (every one, or the last)."""
-        torch = _import_torch()
-        if self.model.loss == "last":
-            return torch.nn.functional.cross_entropy(f[:, -1], targets[:, -1])
-        return torch.nn.functional.cross_entropy(f.reshape(-1, f.shape[-1]),
-                                                 targets.reshape(-1))
+        """Cross-entropy of the scored positions (every one, or the last: ``scored``)."""
+        return _import_torch().nn.functional.cross_entropy(*scored(self.model, f, targets))
 
     def train(self, task: TokenTask, steps: int) -> np.ndarray:
         """Full-batch steps on ``task``; returns f_eval (T + 1, E, V) on the evaluation
@@ -60,9 +56,7 @@ class TorchTransformer:
 
         def evaluate():
             with torch.no_grad():
-                f = self.module(xe)
-                out.append((f[:, -1] if self.model.loss == "last" else
-                            f.reshape(-1, f.shape[-1])).numpy())
+                out.append(scored(self.model, self.module(xe), task.eval_targets)[0].numpy())
 
         evaluate()
         for _ in range(steps):
