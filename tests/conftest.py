@@ -5,10 +5,35 @@ N8); tests import them with ``from conftest import ...``.  Monte Carlo
 comparisons take their tolerance from the estimator's standard error and
 its degrees of freedom (:func:`within_se`).
 """
+import os
+
 import matplotlib
 import numpy as np
 
 matplotlib.use("Agg")
+
+#: the thread pools a test process (and the kernels and workers it starts) would size to
+#: the machine's cores
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def pytest_configure(config):
+    """Under ``pytest -n W`` (pytest-xdist) each of the W worker processes computes on one
+    thread: W processes each sizing their BLAS and Numba pools to every core would ask the
+    machine for W times its cores, which made a two-core run slower than a serial one.
+    Numba keeps its full pool (a test may still ask for more threads) and only its default
+    becomes one: NUMBA_NUM_THREADS is not touched, since Numba rereads its environment when
+    it compiles and refuses a pool size changed after its threads started.  Notebook kernels
+    and the process pools the tests start inherit one BLAS thread each."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    import numba
+    from threadpoolctl import threadpool_limits
+
+    for var in _THREAD_VARS:
+        os.environ[var] = "1"
+    numba.set_num_threads(1)
+    threadpool_limits(1)
 
 # D1: d = 2, d_out = 1, B = 1, three steps; eval inputs (1, 0), (0.6, 0.8), (1, 1)
 D1 = dict(X=np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 0.0]]), Y=np.array([[1.0], [-1.0], [1.0]]),

@@ -270,6 +270,7 @@ def test_to_torch_switching_requires_grad_trains_as_train_finite(opt):
     requires_grad off for the frozen weights under one optimizer (torch then skips them:
     no step, no decay, no state) gives train_finite's outputs to 1e-12, W1 frozen first
     and trained from a fresh state in phase two."""
+    pytest.importorskip("torch")
     net = tp.MLP(tp.mup(2, optimizer=opt.exponents), 3, 2, phi="tanh")
     lr = 0.02 if opt.name == "adam" else 0.5
     r = _phased(lr, [0.5 * lr, lr, lr], None, optimizer=opt, train1=("W2", "W3"))
