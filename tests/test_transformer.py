@@ -5,18 +5,19 @@ import numpy as np
 import pytest
 from conftest import interrupt_on_call
 
-from tp_limits import SGD, Adam, Muon
+from tp_limits import SGD, Adam, Muon, Residual
 from tp_limits.errors import DivergenceError, SpecError, UnsupportedError
 from tp_limits.transformer import (Transformer, attention_coord_check, classify_attention,
                                    markov_task, train_transformer)
 from tp_limits.transformer.network import backward, forward, init_params, layer_norm
-from tp_limits.transformer.train import loss_and_gradient
+from tp_limits.transformer.train import Stepper, loss_and_gradient
 
 TASK = markov_task(vocab=7, seq_len=5, n_train=3, n_eval=2, seed=4)
 CONFIGS = [dict(), dict(causal=False, heads=2, phi="tanh", loss="last"),
            dict(attention="1/sqrt(d)", blocks=2, zero_query=True, branch=0.5),
            dict(attention="none", positions=False), dict(mlp=False, heads=4, attn_mult=2.0),
-           dict(tied=True, sigma_out=1.5, blocks=2)]
+           dict(tied=True, sigma_out=1.5, blocks=2),
+           dict(blocks=3, heads=2, residual=Residual(1.0, 0.5, block_depth=2))]
 
 
 def _perturbed(model, n=8, seed=1):
@@ -218,6 +219,10 @@ def test_ctrl_c_keeps_the_finished_steps(monkeypatch):
     (lambda: Transformer(16, 8, param="ntp"), "param"),
     (lambda: Transformer(16, 8, blocks=-1), "blocks"),
     (lambda: Transformer(16, 8, attention="none", zero_query=True), "zero_query"),
+    (lambda: Transformer(16, 8, residual=0.5), "residual must be a tp.Residual"),
+    (lambda: Transformer(16, 8, residual=Residual(0.5)), "block_depth = 1"),
+    (lambda: Transformer(16, 8, blocks=0, residual=Residual(0.5, 0, 2)), "blocks >= 1"),
+    (lambda: Transformer(16, 8, blocks=2, residual=Residual(2000.0, 0, 2)), "alpha = 2000"),
     (lambda: train_transformer(Transformer(16, 8), markov_task(), 64, 0.1,
                                SGD(momentum=0.9)), "optimizer"),
     (lambda: train_transformer(Transformer(16, 8), markov_task(), 64, 0.1, Muon()),
@@ -229,6 +234,30 @@ def test_ctrl_c_keeps_the_finished_steps(monkeypatch):
 def test_bad_input_is_refused_by_name_before_work(call, name):
     with pytest.raises(SpecError, match=name.replace("(", r"\(")):
         call()
+
+
+@pytest.mark.parametrize("optimizer", [SGD(), Adam()], ids=["sgd", "adam"])
+def test_a_residual_rule_scales_the_branches_and_the_hidden_rates(optimizer):
+    """Residual(α, γ) over K = 3 blocks: the network is the one with branch β K^(−α), and
+    its first step moves the hidden matrices by K^(−γ) times that network's step, the
+    embeddings and the readout by the same step (docs/theory.md §17.1)."""
+    model = Transformer(7, 5, blocks=3, heads=2, branch=0.8,
+                        residual=Residual(1.0, 0.5, block_depth=2))
+    plain = Transformer(7, 5, blocks=3, heads=2, branch=0.8 / 3)
+    moved = []
+    for m in (model, plain):
+        params = init_params(m, 16, np.random.default_rng(0))
+        fw = forward(m, params, TASK.tokens)
+        moved.append(fw.f)
+        _, df = loss_and_gradient(m, fw.f, TASK.targets)
+        step = {k: np.zeros_like(v) for k, v in params.items()}   # the step itself, exactly
+        Stepper(m, optimizer, 0.3, 16, params).step(step, backward(m, params, fw, df), 1)
+        moved.append(step)
+    assert np.array_equal(moved[0], moved[2])
+    for name, kind in model.parameter_kinds().items():
+        factor = 3 ** -0.5 if kind == "hidden" else 1.0
+        assert np.abs(moved[3][name]).max() > 0
+        assert np.allclose(moved[1][name], factor * moved[3][name], rtol=1e-12, atol=0)
 
 
 def test_the_classifier_refuses_what_it_does_not_derive():
@@ -256,7 +285,9 @@ def test_the_markov_task_is_a_shifted_chain_of_its_order():
     (dict(blocks=2, heads=2, phi="tanh"), SGD()),
     (dict(phi="relu", loss="last", causal=False), Adam()),
     (dict(param="ntk", zero_query=True, phi="erf"), SGD()),
-    (dict(tied=True, sigma_out=1.5, blocks=2), Adam())], ids=["sgd", "adam", "ntk", "tied"])
+    (dict(tied=True, sigma_out=1.5, blocks=2), Adam()),
+    (dict(blocks=2, residual=Residual.depth_mup("adam", block_depth=2)), Adam())],
+    ids=["sgd", "adam", "ntk", "tied", "residual"])
 def test_the_torch_transformer_trains_as_this_package_does(kw, optimizer):
     """transformer_to_torch: torch's module and optimizer take the same four steps as
     train_transformer, to 1e-13."""

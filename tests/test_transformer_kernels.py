@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import t as student
 
+from tp_limits import Residual
 from tp_limits.errors import MemoryBudgetError, SpecError, UnsupportedError
 from tp_limits.transformer import (Transformer, empirical_transformer_ntk, markov_task,
                                    simulate_transformer_limit, train_transformer,
@@ -37,8 +38,10 @@ def _per_word(K, V):
 
 
 @pytest.mark.parametrize("kw", [dict(param="mup", blocks=2, heads=2, phi="tanh"),
-                                dict(param="ntk", phi="relu", causal=False, zero_query=True)],
-                         ids=["mup-two-blocks-two-heads", "ntk-zero-query"])
+                                dict(param="ntk", phi="relu", causal=False, zero_query=True),
+                                dict(param="ntk", blocks=2, phi="tanh", zero_query=True,
+                                     residual=Residual(1.0, -1.0, 2))],
+                         ids=["mup-two-blocks-two-heads", "ntk-zero-query", "ntk-residual"])
 def test_the_empirical_tangent_kernel_converges_to_the_limiting_one(kw):
     """At n = 1024 the mean of 16 networks' kernels equals the limit within the t bound
     (15 dof, Bonferroni over the entries), share by share, with standard errors under 5 %

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from conftest import interrupt_on_call
 
-from tp_limits import SGD, Adam
+from tp_limits import SGD, Adam, Residual
 from tp_limits.errors import MemoryBudgetError, SpecError, UnsupportedError
 from tp_limits.transformer import (Transformer, markov_task, simulate_transformer_limit,
                                    train_transformer)
@@ -16,8 +16,10 @@ WIDTHS = (128, 256, 512, 1024)
 
 @pytest.mark.parametrize("kw", [dict(heads=2, phi="tanh"),
                                 dict(blocks=2, phi="relu", zero_query=True, causal=False,
-                                     loss="last", tied=True, sigma_out=0.5)],
-                         ids=["one-block-two-heads", "two-blocks-zero-query-tied"])
+                                     loss="last", tied=True, sigma_out=0.5),
+                                dict(blocks=2, phi="tanh", residual=Residual(0.5, -2.0, 2))],
+                         ids=["one-block-two-heads", "two-blocks-zero-query-tied",
+                              "two-blocks-residual"])
 def test_finite_transformers_converge_to_the_limit(kw):
     """The rms distance of 8 networks to the limit falls like n^(−1/2) (slope within
     0.15), and at the widest width the seeds' mean lies within the combined standard error

@@ -25,7 +25,7 @@ from ..engine.options import MAX_WIDTH, check_seed
 from ..spec.checks import check_int, finite_positive
 from ..transformer.model import Transformer
 from ..transformer.network import init_params
-from ..transformer.parametrization import gradient_exponent, rate_exponent
+from ..transformer.parametrization import gradient_exponent, learning_rate
 from ..transformer.tasks import TokenTask
 from ..transformer.train import check_optimizer, scored
 from .torch_model import _activation, _import_torch
@@ -102,10 +102,10 @@ def _module_class(torch):
                         mask = torch.tril(torch.ones(S, S, dtype=torch.bool))
                         logits = logits.masked_fill(~mask, -torch.inf)
                     o = (torch.softmax(logits, -1) @ v).transpose(1, 2).reshape(B, S, n)
-                    h = h + m.branch * o @ W[f"O{k}"].T
+                    h = h + m.branch_multiplier * o @ W[f"O{k}"].T
                 if m.mlp:
                     u = self.norm(h) @ W[f"U{k}"].T
-                    h = h + m.branch * self.phi(u) @ W[f"D{k}"].T
+                    h = h + m.branch_multiplier * self.phi(u) @ W[f"D{k}"].T
             out = m.sigma_out / n * W["E"].T if m.tied else W["out"]
             return self.norm(h) @ out.T
 
@@ -133,7 +133,7 @@ def transformer_to_torch(model: Transformer, width: int, lr: float, optimizer=No
     module = _module_class(torch)(model, params, width)
     groups = []
     for p, kind in kinds.items():
-        rate = lr * float(width) ** -float(rate_exponent(model.param, name, kind))
+        rate = learning_rate(model, name, kind, lr, width)
         group = {"params": [module.weights[p]], "lr": rate}
         if name == "adam":
             group["eps"] = optimizer.eps * float(width) ** -float(

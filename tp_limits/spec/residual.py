@@ -75,7 +75,11 @@ class Residual:
             raise SpecError(f"residual blocks of {b} layer{'s' if b > 1 else ''} wrap the hidden "
                             f"matrices W^2..W^L in groups of {b}: they need L = 1 + K·{b} "
                             f"hidden layers with K >= 1 blocks, got L = {L}")
-        K = self.blocks(L)
+        self.check_blocks(self.blocks(L))
+
+    def check_blocks(self, K: int) -> None:
+        """K^(−α) and K^(−γ) representable in float64 for K blocks, or a SpecError naming
+        the exponent."""
         for name, power in (("alpha", self.alpha), ("gamma", self.gamma)):
             try:
                 value = float(K) ** -power
@@ -105,11 +109,19 @@ class Residual:
 
     def branch(self, L: int) -> float:
         """K^{−α}, the multiplier of every block's branch."""
-        return float(self.blocks(L)) ** -self.alpha
+        return self.branch_of(self.blocks(L))
 
     def lr_factor(self, L: int) -> float:
         """K^{−γ}, the factor on the learning rate of every block matrix W^2..W^L."""
-        return float(self.blocks(L)) ** -self.gamma
+        return self.lr_factor_of(self.blocks(L))
+
+    def branch_of(self, K: int) -> float:
+        """K^{−α} for a network of K blocks (an MLP's, or a transformer's)."""
+        return float(K) ** -self.alpha
+
+    def lr_factor_of(self, K: int) -> float:
+        """K^{−γ} for a network of K blocks."""
+        return float(K) ** -self.gamma
 
     def to_json(self) -> dict:
         return {"alpha": self.alpha, "gamma": self.gamma, "block_depth": self.block_depth}

@@ -23,7 +23,7 @@ from ..errors import UnsupportedError
 from ..spec.checks import check_int
 from .model import Transformer
 from .network import backward, forward, init_params
-from .parametrization import rate_exponent
+from .parametrization import learning_rate
 
 
 def bytes_needed(model: Transformer, tokens_shape: tuple, width: int) -> float:
@@ -65,6 +65,6 @@ def empirical_transformer_ntk(model: Transformer, tokens, width: int, seed: int 
         return gram.reshape(R, V, R, V)
 
     shares = backward(model, params, fw, df, weight_grad=pair_gram)
-    shares = {p: float(width) ** -float(rate_exponent(model.param, "sgd", k)) * shares[p]
+    shares = {p: learning_rate(model, "sgd", k, 1.0, width) * shares[p]
               for p, k in model.parameter_kinds().items()}
     return shares if components else sum(shares.values())

@@ -96,7 +96,7 @@ def _forward(model: Transformer, tokens):
     """(N(Σ_K), the final norm's q, per-block kernels, the embeddings' input Grams, the
     rows)."""
     rows = _Rows(tokens)
-    s2, b2, eps = model.sigma ** 2, model.branch ** 2, model.norm_eps
+    s2, b2, eps = model.sigma ** 2, model.branch_multiplier ** 2, model.norm_eps
     words = tokens.ravel()
     inputs = {"E": (words[:, None] == words[None, :]).astype(float)}
     if model.positions:
@@ -141,7 +141,7 @@ def transformer_ntk(model: Transformer, tokens, components: bool = False):
             "param = 'sp': at a width-free rate the hidden matrices' share of the tangent "
             "kernel grows like n, so there is no limiting kernel; use 'ntk' or 'mup'")
     F, qF, blocks, inputs, rows = _forward(model, tokens)
-    s2, b2, so2 = model.sigma ** 2, model.branch ** 2, model.sigma_out ** 2
+    s2, b2, so2 = model.sigma ** 2, model.branch_multiplier ** 2, model.sigma_out ** 2
     M = mixing_matrix(rows.S, model.causal)
     share = lambda Pi, X: so2 * (Pi * rows.pairs(X)).sum(axis=(1, 3))  # noqa: E731
     e = (rows.pos[:, None] == np.arange(rows.S)).astype(float)
@@ -165,5 +165,6 @@ def transformer_ntk(model: Transformer, tokens, components: bool = False):
             Pi = Pi + s2 * Pv / rows.scale(c["q"])
     for name, X in inputs.items():
         out[name] = share(Pi, X)
-    comps = {name: out[name] for name in model.parameter_kinds()}
+    comps = {name: model.rate_factor(kind) * out[name]
+             for name, kind in model.parameter_kinds().items()}
     return comps if components else sum(comps.values())

@@ -45,6 +45,7 @@ from ..spec.checks import check_choice, check_int, finite_positive
 from .coefficients import CoefficientSpace
 from .model import BLOCKS, Transformer
 from .network import attention_weights, layer_norm, layer_norm_backward, logits_gradient
+from .parametrization import learning_rate
 from .particles import ParticleSpace
 from .tasks import TokenTask
 from .train import check_optimizer, loss_and_gradient, scored, scored_rows
@@ -92,7 +93,8 @@ class TransformerLimit:
         for name, kind in model.parameter_kinds().items():
             if kind == "hidden":
                 zero = model.zero_query and name.startswith("Q")
-                self.W[name] = space.matrix(name, 0.0 if zero else sig, lr)
+                self.W[name] = space.matrix(name, 0.0 if zero else sig,
+                                            learning_rate(model, "sgd", kind, lr, None))
 
     @property
     def Zw(self):
@@ -121,12 +123,12 @@ class TransformerLimit:
                 self._check(logits, t, k, "attention logits")
                 p = attention_weights(logits, m.causal)
                 o = (p @ v).reshape(B * S, -1)
-                h = h + m.branch * self.W[f"O{k}"].forward(o, stored)
+                h = h + m.branch_multiplier * self.W[f"O{k}"].forward(o, stored)
                 c.update(a=a, s=s, q=q, k=kk, v=v, p=p)
             if m.mlp:
                 a2, s2 = layer_norm(h, m.norm_eps, sp)
                 u = self.W[f"U{k}"].forward(a2, stored)
-                h = h + m.branch * self.W[f"D{k}"].forward(self.phi.phi(u, _B), stored)
+                h = h + m.branch_multiplier * self.W[f"D{k}"].forward(self.phi.phi(u, _B), stored)
                 c.update(a2=a2, s2=s2, u=u)
             self._check(h, t, k, "residual stream")
             caches.append(c)
@@ -155,12 +157,12 @@ class TransformerLimit:
         for k in range(m.blocks, 0, -1):
             c = blocks[k - 1]
             if m.mlp:
-                dy = self.W[f"D{k}"].backward(m.branch * dh)
+                dy = self.W[f"D{k}"].backward(m.branch_multiplier * dh)
                 du = dy * self.phi.dphi(c["u"][:rows], _B)
                 dh = dh + layer_norm_backward(c["a2"][:rows], c["s2"][:rows],
                                               self.W[f"U{k}"].backward(du), sp)
             if m.attention != "none":
-                do = self.W[f"O{k}"].backward(m.branch * dh).reshape(B, S, -1)
+                do = self.W[f"O{k}"].backward(m.branch_multiplier * dh).reshape(B, S, -1)
                 p, v, q, kk = (c[x][:B] for x in ("p", "v", "q", "k"))
                 dp = sp.moments(do, v)
                 dl = logits_gradient(p, dp, m.attn_mult)

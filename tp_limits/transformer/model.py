@@ -5,7 +5,8 @@ Tokens ξ = (ξ_1..ξ_S) over a vocabulary of V words enter as one-hot vectors, 
 embedding is an input layer with d_in = V:
 
     h_s = E e(ξ_s) + P e_s                              E ∈ ℝ^{n×V}, P ∈ ℝ^{n×S}
-    per block k = 1..K (pre-norm, residual branches with multiplier β):
+    per block k = 1..K (pre-norm, residual branches with multiplier β, times K^{−α}
+    with a residual rule):
       a = N(h);  q = W_Q a, k = W_K a, v = W_V a        W_· ∈ ℝ^{n×n}, H heads of width n/H
       ℓ_{ss'} = c q_s·k_{s'} / d_head^{a_attn}          a_attn = 1 ("1/d") or ½ ("1/sqrt(d)")
       h ← h + β W_O Σ_{s'} softmax_{s'}(ℓ_s)_{s'} v_{s'}   (causal: s' ≤ s)
@@ -16,7 +17,10 @@ embedding is an input layer with d_in = V:
 with N the LayerNorm of docs/theory.md §14.3 (no gains).  Every parameter is drawn with
 entries N(0, σ² n^{−2b}) and trained at the rate η n^{−c} (SGD) with the exponents of
 :mod:`.parametrization`; the logits' multiplier c and the attention exponent a_attn are
-width-free constants.
+width-free constants.  A residual rule (:class:`~tp_limits.Residual` (α, γ), as for MLPs,
+docs/theory.md §12) multiplies every branch by K^{−α} and the rates of the hidden matrices
+(W_Q, W_K, W_V, W_O, W_U, W_D) by K^{−γ}, K the number of blocks: width-free constants at
+a fixed K, so the width exponents, the finite networks and the limit follow them unchanged.
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ import numpy as np
 from ..errors import SpecError
 from ..nonlinearities import get_nonlinearity
 from ..spec.checks import check_bool, check_choice, check_int, finite_positive
+from ..spec.residual import Residual
 
 #: the attention scales and their exponent a_attn in ℓ = c q·k / d_head^{a_attn}
 ATTENTION_SCALES = {"1/d": Fraction(1), "1/sqrt(d)": Fraction(1, 2)}
@@ -66,7 +71,9 @@ class Transformer:
     ``sigma`` the initialization's σ (embeddings and matrices), ``sigma_out`` the readout's,
     ``norm_eps`` LayerNorm's ε, ``loss`` "next_token" or "last", ``tied``: the readout is
     the word embedding, W_out = (σ_out/n) Eᵀ (μP's 1/n readout; μP only), with no readout
-    of its own.
+    of its own, ``residual`` a :class:`~tp_limits.Residual` with ``block_depth=2`` (each
+    branch holds two matrices on its path, W_V then W_O, W_U then W_D): branches β K^{−α},
+    the hidden matrices' rates times K^{−γ} (module docstring).
     """
 
     vocab: int
@@ -87,6 +94,7 @@ class Transformer:
     norm_eps: float = 1e-5
     loss: str = "next_token"
     tied: bool = False
+    residual: Residual | None = None
 
     def __post_init__(self):
         for name, (check, args) in _CHECKS.items():
@@ -97,6 +105,36 @@ class Transformer:
         if self.tied and self.param != "mup":
             raise SpecError(f"tied=True with param = {self.param!r}: a tied readout is "
                             "(σ_out/n) Eᵀ, μP's readout scale; use param = 'mup'")
+        self._check_residual()
+
+    def _check_residual(self) -> None:
+        r = self.residual
+        if r is None:
+            return
+        if not isinstance(r, Residual):
+            raise SpecError(f"residual must be a tp.Residual(...) or None, got {r!r}")
+        if r.block_depth != 2:
+            raise SpecError(f"residual = {r!r} has block_depth = {r.block_depth}; a "
+                            "transformer's branches hold two matrices on their path (W_V then "
+                            "W_O, W_U then W_D): use block_depth=2, e.g. "
+                            "Residual.depth_mup('adam', block_depth=2)")
+        if self.blocks < 1:
+            raise SpecError("residual needs blocks >= 1 (K^(-alpha) of K = 0 blocks)")
+        r.check_blocks(self.blocks)
+
+    @property
+    def branch_multiplier(self) -> float:
+        """What multiplies every branch: β, times K^{−α} under a residual rule."""
+        if self.residual is None:
+            return self.branch
+        return self.branch * self.residual.branch_of(self.blocks)
+
+    def rate_factor(self, kind: str) -> float:
+        """The width-free factor on the rate of a parameter of ``kind``: K^{−γ} for the
+        hidden matrices under a residual rule, else 1."""
+        if self.residual is None or kind != "hidden":
+            return 1.0
+        return self.residual.lr_factor_of(self.blocks)
 
     @property
     def attention_exponent(self) -> Fraction | None:

@@ -135,7 +135,7 @@ def forward(model: Transformer, params: dict, tokens) -> Forward:
     """The network's output on ``tokens`` (B, S), S ≤ seq_len."""
     B, S = tokens.shape
     n = params["E"].shape[0]
-    H, eps, beta = model.heads, model.norm_eps, model.branch
+    H, eps, beta = model.heads, model.norm_eps, model.branch_multiplier
     phi = get_nonlinearity(model.phi)
     h = params["E"].T[tokens]
     if model.positions:
@@ -176,7 +176,7 @@ def backward(model: Transformer, params: dict, fw: Forward, df,
     Every parameter W enters as g = W x (the embeddings with x the one-hot words and
     positions), and its gradient is ``weight_grad(∂loss/∂g, x)``: Σ g xᵀ by default, or
     whatever a caller keeps of the pair (the tangent kernel keeps both factors)."""
-    beta, H = model.branch, model.heads
+    beta, H = model.branch_multiplier, model.heads
     dphi = get_nonlinearity(model.phi).dphi
     grads = {}
     aF, sF = fw.final

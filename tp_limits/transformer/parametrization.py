@@ -50,6 +50,14 @@ def rate_exponent(param: str, optimizer: str, kind: str) -> F:
     return RATES[(param, optimizer)][kind]
 
 
+def learning_rate(model, optimizer: str, kind: str, lr: float, n) -> float:
+    """The rate of a parameter of ``kind`` at width ``n`` (None: the limit's width-free
+    rate): η n^{−c}, times the model's residual factor (K^{−γ} on the hidden matrices)."""
+    scale = 1.0 if n is None else float(n) ** -float(rate_exponent(model.param, optimizer,
+                                                                     kind))
+    return lr * scale * model.rate_factor(kind)
+
+
 def gradient_exponent(param: str, kind: str) -> F:
     """g of the gradient entries of a parameter of ``kind`` at initialization, Θ(n^{−g}):
     the readout's are Θ(1); the others carry the backward vector W_outᵀ χ, of entries

@@ -21,7 +21,7 @@ from ..spec.optimizers.adam import Adam
 from ..spec.optimizers.sgd import SGD
 from .model import BLOCKS, Transformer
 from .network import backward, forward, init_params
-from .parametrization import gradient_exponent, rate_exponent
+from .parametrization import gradient_exponent, learning_rate, rate_exponent
 from .tasks import TokenTask
 
 
@@ -78,8 +78,7 @@ class Stepper:
         self.name = check_optimizer(optimizer, model)
         self.optimizer, self.n = optimizer, n
         kinds = model.parameter_kinds()
-        self.rate = {p: lr * n ** -float(rate_exponent(model.param, self.name, k))
-                     for p, k in kinds.items()}
+        self.rate = {p: learning_rate(model, self.name, k, lr, n) for p, k in kinds.items()}
         self.unit = {p: float(n) ** float(gradient_exponent(model.param, k))
                      for p, k in kinds.items()}
         self.state = ({p: (np.zeros_like(W), np.zeros_like(W)) for p, W in params.items()}
