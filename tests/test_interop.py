@@ -149,16 +149,18 @@ def test_to_torch_trains_as_train_finite(L, opt, loss):
     assert np.abs(ref.f_eval[-1] - ref.f_eval[0]).max() > 1e-2        # it did train
 
 
-@pytest.mark.parametrize("res, L", [(tp.Residual(0.5, 0.3), 4),
-                                    (tp.Residual(1.0, -0.5, block_depth=2), 5)],
-                         ids=["blocks of 1", "blocks of 2"])
+@pytest.mark.parametrize("res, L, norm", [(tp.Residual(0.5, 0.3), 4, None),
+                                          (tp.Residual(1.0, -0.5, block_depth=2), 5, None),
+                                          (tp.Residual(1.0, -0.5, 2, phi_inside=True), 5,
+                                           "layer")],
+                         ids=["blocks of 1", "blocks of 2", "pre-norm, phi inside"])
 @pytest.mark.parametrize("opt", [OPTS[3], OPTS[5]], ids=str)
-def test_to_torch_trains_a_residual_network_as_train_finite(res, L, opt):
+def test_to_torch_trains_a_residual_network_as_train_finite(res, L, norm, opt):
     """The module's skips and the blocks' rates K^(−γ): 10 steps equal train_finite."""
     pytest.importorskip("torch", reason="torch is not installed (pip install 'tp_limits[torch]')")
     net, r = _problem(L, opt, "mse")
     net = tp.MLP(net.param, net.d_in, net.d_out, net.phi, net.sigma, net.lr_mult,
-                 net.readout_multiplier, residual=res)
+                 net.readout_multiplier, residual=res, norm=norm)
     ref = tp.train_finite(net, r, 96, seed=5, record=())
     got = tp.to_torch(net, 96, seed=5, routine=r).train(r, net)
     assert np.abs(got - ref.f_eval).max() <= 1e-12

@@ -35,6 +35,8 @@ def test_presets_keep_the_summed_update_constant():
     (dict(alpha=float("nan")), "alpha = nan must be a finite number"),
     (dict(gamma="fast"), "gamma = 'fast' must be a number"),
     (dict(block_depth=3), "block_depth = 3 exceeds the largest supported value 2"),
+    (dict(phi_inside=1), "phi_inside = 1 must be True or False"),
+    (dict(phi_inside=True), "needs block_depth=2, got block_depth = 1"),
 ])
 def test_bad_residual_settings_are_refused(kw, match):
     with pytest.raises(tp.SpecError, match=match):
@@ -147,6 +149,32 @@ def test_residual_limit_matches_finite_networks_at_width_4096(phi):
     assert np.all(np.abs(mean[1:] - lim.f_eval[1:]) <= q * combined)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("phi", ["id", "tanh"])
+def test_phi_inside_the_branches_limit_matches_finite_networks_at_width_4096(phi):
+    """Pre-norm blocks with φ inside the branches only, h + K^(−α) W_b φ(W_a N(h)) and the
+    readout on N(h^L) (K = 2): 6 finite nets at width 4096 within the t bound of the limit
+    (exact for φ = id, Monte Carlo for tanh) at every evaluated step; the limit of the same
+    blocks with φ on the stream, x = φ(N(h)), lies outside it (σ = 1.5, so that even for
+    φ = id the inner layer's norm, dividing by about σ, changes the branch)."""
+    def net(inside):
+        return tp.MLP(tp.mup(5), 3, 2, phi=phi, norm="layer", sigma=1.5,
+                      residual=tp.Residual(0.5, 0.0, 2, phi_inside=inside))
+    r = tp.Routine(lr=0.5, **N8_LONG)
+    kw = {} if phi == "id" else dict(particles=2 ** 14, replicates=8)
+    lim = tp.simulate_limit(net(True), r, **kw)
+    F = np.array([tp.train_finite(net(True), r, 4096, seed=s, record=()).f_eval
+                  for s in range(6)])
+    mean, se = F.mean(0), F.std(0, ddof=1) / np.sqrt(6)
+    lse = np.zeros_like(se) if phi == "id" else lim.f_eval_se
+    combined = np.hypot(se[1:], lse[1:])
+    dof = 5 if phi == "id" else welch_dof(se[1:], 5, lse[1:], lim.status.se_dof)
+    q = t_quantile(dof)
+    assert np.all(np.abs(mean[1:] - lim.f_eval[1:]) <= q * combined)
+    outside = tp.simulate_limit(net(False), r, **kw).f_eval
+    assert np.any(np.abs(mean[1:] - outside[1:]) > q * combined)
+
+
 X4 = np.random.default_rng(0).standard_normal((4, 3))
 
 
@@ -178,10 +206,11 @@ def test_residual_kernels_of_a_linear_network_are_the_written_out_recursion():
     assert tp.simulate_limit(net, r).meta["method"] == "kernel_gd"
 
 
-@pytest.mark.parametrize("phi, L, res", [("tanh", 4, tp.Residual(0.5, 0.3)),
-                                         ("relu", 4, tp.Residual(0.5, 0.3)),
-                                         ("tanh", 5, tp.Residual(1.0, 0.0, block_depth=2))],
-                         ids=["tanh", "relu", "tanh, blocks of 2"])
+@pytest.mark.parametrize("phi, L, res", [
+    ("tanh", 4, tp.Residual(0.5, 0.3)), ("relu", 4, tp.Residual(0.5, 0.3)),
+    ("tanh", 5, tp.Residual(1.0, 0.0, block_depth=2)),
+    ("tanh", 5, tp.Residual(1.0, 0.0, block_depth=2, phi_inside=True))],
+    ids=["tanh", "relu", "tanh, blocks of 2", "tanh, phi inside the branches"])
 def test_residual_ntk_is_the_limit_of_the_empirical_one(phi, L, res):
     """8 finite networks at width 4096 (their empirical NTK through the skips) against the
     limiting NTK within the t bound of their mean, plus the O(1/n) finite-width bias."""
@@ -217,6 +246,8 @@ def test_experiment_files_take_residual_blocks():
     cfg["parametrization"]["L"] = 5
     cfg["model"]["residual_block_depth"] = 2
     assert build(cfg).net.residual == tp.Residual(0.5, 0.25, block_depth=2)
+    cfg["model"]["residual_phi_inside"] = True
+    assert build(cfg).net.residual == tp.Residual(0.5, 0.25, 2, phi_inside=True)
     cfg["model"] = {"residual_gamma": 1.0}
     with pytest.raises(ExperimentError, match="residual_gamma needs model.residual_alpha"):
         build(cfg)

@@ -118,6 +118,44 @@ def test_zero_queries_and_keys_average_the_values_of_the_prefix():
     assert np.max(np.abs(forward(model, params, TASK.tokens).f - want)) < 1e-12
 
 
+def test_blocks_without_attention_are_the_residual_mlp_engines_network():
+    """attention='none' without positions: each position is a token through pre-norm MLP
+    blocks, which is MLP(residual=Residual(α, γ, 2, phi_inside=True), norm='layer') on the
+    one-hot words (the same draws, in the same order, and μP's effective rates).  Three SGD
+    steps at width 32 agree to 1e-12, and so do the exact limits (φ = id), the NNGP and the
+    tangent kernel."""
+    import tp_limits as tp
+    from tp_limits.limit.kernel.kernels import nngp, ntk
+    from tp_limits.transformer import (simulate_transformer_limit, transformer_nngp,
+                                       transformer_ntk)
+    V, K, eye = 7, 2, np.eye(7)
+
+    def pair(phi):
+        model = Transformer(V, 5, blocks=K, attention="none", positions=False, phi=phi,
+                            sigma=1.3, sigma_out=0.7, residual=Residual(0.5, 0.5, 2))
+        net = tp.MLP(tp.mup(1 + 2 * K), V, V, phi=phi, sigma=[1.3] * (2 * K + 1) + [0.7],
+                     residual=Residual(0.5, 0.5, 2, phi_inside=True), norm="layer",
+                     norm_eps=model.norm_eps)
+        return model, net
+
+    rows = lambda tokens: np.tile(eye[tokens.ravel()], (3, 1))          # noqa: E731
+    routine = tp.Routine(lr=0.4, X=rows(TASK.tokens), Y=rows(TASK.targets), loss="xent",
+                         eval_inputs=eye[TASK.eval_tokens.ravel()],
+                         batch_size=TASK.tokens.size, steps=3)
+    model, net = pair("tanh")
+    ours = train_transformer(model, TASK, 32, 0.4, steps=3, seed=5).f_eval
+    mlp = tp.train_finite(net, routine, 32, seed=5).f_eval
+    assert np.abs(ours[-1] - ours[0]).max() > 0.05                    # the steps moved f
+    assert np.abs(ours.reshape(mlp.shape) - mlp).max() < 1e-12
+    for ft, fm in ((transformer_nngp, nngp), (transformer_ntk, ntk)):
+        assert np.abs(ft(model, TASK.eval_tokens) - fm(net, eye[TASK.eval_tokens.ravel()])
+                      ).max() < 1e-12
+    model, net = pair("id")
+    exact = simulate_transformer_limit(model, TASK, 0.4, steps=3, method="exact").f_eval
+    assert np.abs(exact.reshape(mlp.shape) - tp.simulate_limit(net, routine).f_eval
+                  ).max() < 1e-12
+
+
 @pytest.mark.parametrize("attention, zero_query, optimizer, initial, step_one", [
     ("1/d", False, Adam(), "-1/2", "0"), ("1/d", True, Adam(), None, "0"),
     ("1/sqrt(d)", False, Adam(), "0", "1/2"), ("1/d", False, SGD(), "-1/2", "-1/2"),

@@ -180,6 +180,9 @@ class FiniteNetwork:
     def activation(self, l, n):
         return self.phi.phi(n, self.b)
 
+    def identity(self, l, n):
+        return n
+
     def readout(self, x):
         return self.b.matmul(x, self.W[-1].T)
 
@@ -199,6 +202,9 @@ class FiniteNetwork:
 
     def activation_backward(self, l, n, dx):
         return dx * self.phi.dphi(n, self.b)
+
+    def identity_backward(self, l, n, dx):
+        return dx
 
     def _count(self, kind: str, l: int) -> int:
         """This update's count for the weight or bias of layer l: 0 when the routine's

@@ -139,6 +139,9 @@ class _TorchOps:
     def activation(self, l, n):
         return self.m.act(n)
 
+    def identity(self, l, n):
+        return n
+
     def readout(self, x):
         return self.m.readout(x)
 

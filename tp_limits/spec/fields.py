@@ -77,7 +77,7 @@ def _residual(m: dict) -> dict:
                        RESIDUAL_KEYS[1:])
         return {"residual": None}
     return {"residual": Residual(m["residual_alpha"], m["residual_gamma"],
-                                 m["residual_block_depth"])}
+                                 m["residual_block_depth"], m["residual_phi_inside"])}
 
 
 def _bias(m: dict) -> dict:
@@ -97,6 +97,10 @@ RESIDUAL_KEYS = (
     FileKey("residual_block_depth", "int", _default(Residual, "block_depth"), "with "
             "residual_alpha: matrices per branch (1, or 2: h + K^(−alpha) W_b φ(W_a φ(h)))",
             argument="block_depth"),
+    FileKey("residual_phi_inside", "bool", _default(Residual, "phi_inside"), "with "
+            "residual_alpha and block_depth 2: φ only inside the branches, a transformer's "
+            "MLP block h + K^(−alpha) W_b φ(W_a N(h)), the readout on N(h^L) "
+            "(docs/theory.md §12.7)", argument="phi_inside"),
 )
 BIAS_KEYS = (
     FileKey("bias", "bool", False, "a bias on every hidden layer and the readout, each a "

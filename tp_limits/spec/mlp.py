@@ -276,8 +276,15 @@ class MLP:
         branch = self.branch or (1.0,) * (L + 1)
         biased = (() if self.bias is None
                   else tuple(range(L)) + ((L,) if self.bias.readout else ()))
+        linear = (self.residual.linear_layers(L) if self.residual is not None
+                  else (False,) * (L + 1))
+        inside = self.residual is not None and self.residual.phi_inside
+        # φ inside the branches: the stream's layers are normalized and linear, the
+        # branches' inner layers take φ alone (Residual's docstring)
+        norms = tuple(self.norm if l < L and (linear[l] or not inside) else None
+                      for l in range(L + 1))
         return Program(tuple(Layer(l, bias=l in biased, skip=skips[l], branch=branch[l],
-                                   norm=self.norm if l < L else None)
+                                   norm=norms[l], phi=not linear[l])
                              for l in range(L + 1)))
 
     @property

@@ -9,6 +9,7 @@ with one line per layer l = 1..L (0-based ``index`` 0..L−1 below):
     v^l ← v^l + b^l                        with a bias (a weight whose input is 1, §13)
     h^l = h^{s_l} + c_l v^l                at a residual block's output (skip from s_l, §12)
     x^l = φ(N_l(h^l))                      with a normalization N_l (a layer kind, §14.3)
+    x^l = N_l(h^l)                         on a linear layer (φ inside the branches, §12.7)
 
 and the readout f = α (W^{L+1} x^L + b^{L+1}).  :class:`Layer` holds one line's structure,
 :class:`Program` the L + 1 of them, and its methods are the walk, written once:
@@ -25,6 +26,7 @@ primitives, kernel matrices over input pairs, torch tensors — as an object ``o
     residual(h_skip, c, v)             h^{s} + c v        scale(c, g)   c g
     pre_activation(l, h)               h^l complete (a divergence check; returns h)
     activation(l, n), activation_backward(l, n, dx)      φ(n) and dx φ′(n)
+    identity(l, n), identity_backward(l, n, dx)          n and dx, on a linear layer
     readout(x), finish_output(f)       W^{L+1} x, then α f and its checks
     gradient(l, g), bias_gradient(l, g)                 layer l's backward vector g
     representation                     "rows", "coefficients", "kernel" or "torch"
@@ -53,14 +55,16 @@ BIAS_REFUSALS = {
 class Layer:
     """One line of the program: the weight W^{index+1} (0-based ``index``), whether a bias
     follows its product, the residual skip (``skip``: the 0-based pre-activation it adds,
-    −1 for none) with the branch multiplier ``branch`` on product and bias, and the
-    normalization ``norm`` (a layer kind of spec/layers, or None) before φ."""
+    −1 for none) with the branch multiplier ``branch`` on product and bias, the
+    normalization ``norm`` (a layer kind of spec/layers, or None) before φ, and whether φ
+    follows (``phi``; False: x^l = N(h^l), a linear layer)."""
 
     index: int
     bias: bool = False
     skip: int = -1
     branch: float = 1.0
     norm: object = None
+    phi: bool = True
 
 
 @dataclass(frozen=True)
@@ -143,7 +147,7 @@ class Program:
         """A plain MLP: no bias, skip or normalization anywhere (the fused one-hidden-layer
         sweep and the tangent Ż estimator take such programs only)."""
         return not any(layer.bias or layer.skip >= 0 or layer.norm is not None
-                       for layer in self.layers)
+                       or not layer.phi for layer in self.layers)
 
     @property
     def norms(self) -> tuple:
@@ -178,7 +182,9 @@ class Program:
                 v = ops.residual(hs[layer.skip], layer.branch, v)
             h = ops.pre_activation(layer.index, v)
             hs.append(h)
-            xs.append(ops.activation(layer.index, self._normalized(layer, h, ops)))
+            n = self._normalized(layer, h, ops)
+            xs.append(ops.activation(layer.index, n) if layer.phi
+                      else ops.identity(layer.index, n))
         return hs, xs
 
     def output(self, x, ops):
@@ -234,9 +240,10 @@ class Program:
         return layer.norm.forward(ops.representation, h, ops)
 
     def _activation_backward(self, layer, h, dx, ops):
-        """δh of layer ``layer`` from δx = ``dx``: dx φ′(N(h)), then back through N."""
+        """δh of layer ``layer`` from δx = ``dx``: dx φ′(N(h)) (dx on a linear layer), then
+        back through N."""
+        back = ops.activation_backward if layer.phi else ops.identity_backward
         if layer.norm is None:
-            return ops.activation_backward(layer.index, h, dx)
+            return back(layer.index, h, dx)
         n = layer.norm.forward(ops.representation, h, ops)
-        return layer.norm.backward(ops.representation, h,
-                                   ops.activation_backward(layer.index, n, dx), ops)
+        return layer.norm.backward(ops.representation, h, back(layer.index, n, dx), ops)

@@ -8,7 +8,13 @@ With L hidden layers there are K = L − 1 blocks, one per hidden matrix W^2..W^
 and the learning rate of W^2..W^L is multiplied by K^{−γ}.  With ``block_depth=2`` a block
 has two matrices, h ← h + K^{−α} W_b φ(W_a φ(h)), and L = 1 + 2K: the hidden layers
 alternate between a branch's inner pre-activation (no skip) and the block's output.
-Width exponents are those of the parametrization, untouched: at a fixed K the branch
+With ``phi_inside=True`` (blocks of two) φ acts only inside the branches, as in a
+transformer's MLP block: the stream is never passed through φ, every branch reads it
+(normalized, with a norm) and the readout reads its last value,
+
+    x^1 = N(h^1),   h ← h + K^{−α} W_b φ(W_a N(h)),   f = α_out W^{L+1} N(h^L)
+
+(docs/theory.md §12.7).  Width exponents are those of the parametrization, untouched: at a fixed K the branch
 multiplier and the rate factor are width-free constants, so the width classification, the
 finite networks and every limit engine follow the residual network with the same rules as
 a plain one (a skip adds h^s to a block's output; the backward pass hands that output's
@@ -21,7 +27,7 @@ from dataclasses import dataclass
 
 from ..abc.depth import BRANCH_POWERS, classify_depth
 from ..errors import SpecError
-from .checks import _number, check_int
+from .checks import _number, check_bool, check_int
 
 def _finite(value, name: str) -> float:
     x = _number(value, name)
@@ -33,16 +39,25 @@ def _finite(value, name: str) -> float:
 @dataclass(frozen=True, init=False)
 class Residual:
     """Skip connections with branch multiplier K^{−alpha} and hidden-layer rate factor
-    K^{−gamma}, K = L − 1 blocks of ``block_depth`` layers (docs/theory.md §12)."""
+    K^{−gamma}, K = L − 1 blocks of ``block_depth`` layers (docs/theory.md §12); with
+    ``phi_inside`` (blocks of two) φ only between a branch's two matrices (module
+    docstring)."""
 
     alpha: float
     gamma: float
     block_depth: int
+    phi_inside: bool
 
-    def __init__(self, alpha: float = 0.5, gamma: float = 0.0, block_depth: int = 1):
+    def __init__(self, alpha: float = 0.5, gamma: float = 0.0, block_depth: int = 1,
+                 phi_inside: bool = False):
         object.__setattr__(self, "alpha", _finite(alpha, "alpha"))
         object.__setattr__(self, "gamma", _finite(gamma, "gamma"))
         object.__setattr__(self, "block_depth", check_int(block_depth, "block_depth", 1, 2))
+        object.__setattr__(self, "phi_inside", check_bool(phi_inside, "phi_inside"))
+        if self.phi_inside and self.block_depth != 2:
+            raise SpecError(f"phi_inside=True puts φ between a branch's two matrices, "
+                            f"h + K^(−alpha) W_b φ(W_a N(h)): it needs block_depth=2, got "
+                            f"block_depth = {self.block_depth}")
 
     @classmethod
     def depth_mup(cls, optimizer: str = "sgd", block_depth: int = 1) -> "Residual":
@@ -124,7 +139,18 @@ class Residual:
         return float(K) ** -self.gamma
 
     def to_json(self) -> dict:
-        return {"alpha": self.alpha, "gamma": self.gamma, "block_depth": self.block_depth}
+        out = {"alpha": self.alpha, "gamma": self.gamma, "block_depth": self.block_depth}
+        if self.phi_inside:             # absent: φ on the stream, as before the option
+            out["phi_inside"] = True
+        return out
+
+    def linear_layers(self, L: int) -> tuple:
+        """For each layer 0..L, whether its x is its normalized pre-activation without φ:
+        with ``phi_inside``, the stream's layers (the input layer and every block's output);
+        otherwise none."""
+        skips = self.skips(L)
+        return tuple(self.phi_inside and l < L and (l == 0 or skips[l] >= 0)
+                     for l in range(L + 1))
 
 
 class Carried:

@@ -217,6 +217,8 @@ class _ExactRun:
     def activation(self, l, n):
         return n                                 # φ = id
 
+    identity = activation
+
     def readout(self, x):
         return np.array([self.prim.cov(cv, x) for cv in self.cV])
 
@@ -240,6 +242,8 @@ class _ExactRun:
 
     def activation_backward(self, l, n, dx):
         return dx                                # φ′ = 1
+
+    identity_backward = activation_backward
 
     def gradient(self, l, g) -> None:
         if l:                                    # a hidden matrix's pair (δh^l, x^{l−1})

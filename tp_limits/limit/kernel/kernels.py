@@ -68,6 +68,11 @@ class _KernelOps:
         self.Vd.append(Vd)
         return V
 
+    def identity(self, l, n):
+        self.V.append(n)                          # x = N(h): its kernel, with φ′ = 1
+        self.Vd.append(np.ones_like(n))
+        return n
+
     def readout(self, x):
         return self.sigma[-1] ** 2 * x
 
@@ -82,6 +87,9 @@ class _KernelOps:
 
     def activation_backward(self, l, n, dx):
         return dx * self.Vd[l]
+
+    def identity_backward(self, l, n, dx):
+        return dx
 
     def gradient(self, l, g) -> None:
         self.grads[l] = g

@@ -306,6 +306,10 @@ class DeepRun:
         self._txs.append(self._activation_tangent(self._ths[-1], n))
         return self.phi.phi(n, self.b)
 
+    def identity(self, l, n):
+        self._txs.append(self._ths[-1])          # x = n: its tangent is h's
+        return n
+
     def scale(self, c, g):
         return c * g
 
@@ -330,6 +334,10 @@ class DeepRun:
         dp = self.phi.dphi(n, self.b)
         self._t_dh = self._backprop_tangent(self._t_dx, dp, dx, n, self._ths[l])
         return dx * dp
+
+    def identity_backward(self, l, n, dx):
+        self._t_dh = self._t_dx
+        return dx
 
     def gradient(self, l, g) -> None:
         pass                         # the families kept g; update() moves Z^U and Z^{nV}
