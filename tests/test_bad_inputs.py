@@ -641,3 +641,33 @@ def test_coord_check_with_no_steps_names_steps(capsys):
     assert main(["coord-check", "mup", "--steps", "0", "--widths", "32,64"]) == 2
     err = capsys.readouterr().err
     assert "--steps 0" in err and "empty" not in err
+
+
+def _width_calls():
+    """Every entry point that takes a network's width, called with ``width``."""
+    from tp_limits.adapters import LoRAToy, fine_tune, sine_task
+    from tp_limits.transformer import (Transformer, empirical_transformer_ntk, markov_task,
+                                       train_transformer, transformer_initial_outputs)
+    model, task = Transformer(8, 4), markov_task(vocab=8, seq_len=4, n_train=2, n_eval=2)
+    toy = LoRAToy()
+    return {
+        "train_finite": lambda w: tp.train_finite(MUP2, d1(), w),
+        "empirical_ntk": lambda w: tp.empirical_ntk(MUP2, X3, width=w),
+        "finite_constants": lambda w: MUP2.finite_constants(w, 0.1),
+        "train_transformer": lambda w: train_transformer(model, task, w, 0.1),
+        "empirical_transformer_ntk": lambda w: empirical_transformer_ntk(model, task.tokens,
+                                                                         w),
+        "transformer_initial_outputs": lambda w: transformer_initial_outputs(model, task, w),
+        "fine_tune": lambda w: fine_tune(toy, sine_task(toy.d), w, 0.1, 0.1, steps=1),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_width_calls()))
+def test_every_width_beyond_the_largest_is_refused_by_name(name):
+    """One check (spec.checks.check_width) behind every width: 10⁹ and 0 are refused as
+    ``width`` before any work, wherever a width is taken."""
+    call = _width_calls()[name]
+    with pytest.raises(tp.SpecError, match="width = 1000000000 exceeds the largest"):
+        call(10 ** 9)
+    with pytest.raises(tp.SpecError, match="width = 0 must be an int >= 1"):
+        call(0)

@@ -42,7 +42,7 @@ from ..nonlinearities import get_nonlinearity
 from ..spec.checks import check_int, finite_non_negative
 from ..spec.optimizers.adam import AdamHyper, _adam
 from .pretrained import Base, PretrainedLoRA, pretrain
-from .toy import LoRAToy, SineTask, check_width, input_kernel, kernel_root
+from .toy import LoRAToy, SineTask, check_width_or_limit, input_kernel, kernel_root
 
 _NP = numpy_backend()
 #: the limit's default particle count
@@ -351,7 +351,7 @@ def pretrained_bases(pre, task: SineTask, width, seeds: int, seed: int = 0,
     """The ``seeds`` pretrained networks (particle sets at ``width=math.inf``) that
     :func:`fine_tune` would pretrain for ``seed``, to be passed as its ``frozen`` to every
     run that shares them (a sweep over rates: one pretraining per width and seed)."""
-    width = check_width(width)
+    width = check_width_or_limit(width)
     seeds = check_int(seeds, "seeds")
     N = check_int(particles, "particles") if width == math.inf else width
     require_memory(8.0 * 3 * seeds * N * len(task.y),
@@ -394,7 +394,7 @@ def fine_tune(toy, task: SineTask, width, eta_A: float, eta_B: float,
     network, or particle set, for every seed) or a sequence of ``seeds`` of them (one each:
     a sweep pretrains its networks once for all its rates, :func:`pretrained_bases`).
     """
-    width = check_width(width)
+    width = check_width_or_limit(width)
     steps = check_int(steps, "steps")
     seeds = check_int(seeds, "seeds")
     eta_A = finite_non_negative(eta_A, "eta_A")

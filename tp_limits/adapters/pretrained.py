@@ -44,7 +44,7 @@ from ..limit.montecarlo.engine import host_settings
 from ..limit.montecarlo.montecarlo import DeepRun
 from ..limit.simulate import prepare_limit
 from ..spec import MLP, Routine
-from ..spec.checks import check_choice, check_int
+from ..spec.checks import check_choice, check_int, check_width
 from .adapter import Adapter
 from .toy import kernel_root
 from .upper import DeepUpper, FiniteUpper
@@ -203,7 +203,7 @@ def pretrain(pre: PretrainedLoRA, x, width, seed: int = 0, particles: int = 1638
         raise SpecError(f"x has shape {x.shape}; it must be (inputs, d_in = {net.d_in})")
     if width == math.inf:
         return _pretrain_limit(pre, x, seed, check_int(particles, "particles"))
-    width = check_int(width, "width")
+    width = check_width(width)
     try:
         traj = train_finite(net, pre.routine, width, seed=seed, keep_weights=True, record=())
     except DivergenceError as exc:

@@ -22,7 +22,7 @@ import numpy as np
 from ..engine.backend import numpy_backend
 from ..errors import SpecError
 from ..nonlinearities import get_nonlinearity
-from ..spec.checks import check_choice, check_int, finite_positive
+from ..spec.checks import check_choice, check_int, check_width, finite_positive
 from .adapter import Adapter
 
 _NP = numpy_backend()
@@ -143,8 +143,8 @@ def require_toy(toy, what: str) -> LoRAToy:
     return toy
 
 
-def check_width(width) -> int | float:
-    """A width: a positive integer, or math.inf for the limit."""
+def check_width_or_limit(width) -> int | float:
+    """A width: a positive integer (spec.checks.check_width), or math.inf for the limit."""
     if width == math.inf:
         return width
-    return check_int(width, "width")
+    return check_width(width)

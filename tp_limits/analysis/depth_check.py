@@ -26,12 +26,12 @@ import numpy as np
 
 from ..abc.table import Table
 from ..engine.executors import Interrupted, completed, run_tasks
-from ..engine.options import (MAX_WIDTH, check_executor, check_progress, check_seeds,
+from ..engine.options import (check_executor, check_progress, check_seeds,
                               check_train_kwargs)
 from ..errors import SpecError
 from ..finite.train import prepare_finite, train_finite
 from ..spec import MLP, Problem, Routine
-from ..spec.checks import check_int, check_sequence, finite_positive
+from ..spec.checks import check_int, check_sequence, check_width, finite_positive
 from .fits import width_exponent
 from .saving import saved
 
@@ -150,7 +150,7 @@ def depth_check(net: MLP, routine: Routine, depths, width: int = 1024, seeds=4,
     depths = block_counts(depths)
     if len(depths) < 2:
         raise SpecError(f"depths = {depths!r}: a fit in K needs at least two depths")
-    width = check_int(width, "width", 1, MAX_WIDTH)
+    width = check_width(width)
     seeds = check_seeds(seeds)
     executor = check_executor(executor)
     tolerance = finite_positive(tolerance, "tolerance")

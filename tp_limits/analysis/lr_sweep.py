@@ -30,7 +30,6 @@ from ..engine.executors import (
 )
 from ..engine.options import (
     FINITE_OPTIONS,
-    MAX_WIDTH,
     check_executor,
     check_seeds,
     check_time_budget,
@@ -44,7 +43,8 @@ from ..errors import SpecError, TPError, UnstableParametrizationError, Unsupport
 from ..finite.train import prepare_finite, train_finite
 from ..limit import prepare_limit, simulate_limit
 from ..spec import MLP, Problem, Routine
-from ..spec.checks import check_bool, check_int, check_sequence, finite_positive
+from ..spec.checks import (check_bool, check_int, check_sequence, check_width,
+                           finite_positive)
 from .optimum import (
     best_optimum,
     candidates,
@@ -578,7 +578,7 @@ def check_sweep(net: MLP, routine: Routine, lrs, widths=(), seeds=8, limit: bool
                         "a finer one around its optimum")
     widths = tuple(check_sequence(widths, "widths", "a list of widths (may be empty)"))
     widths = check_widths(widths, "lr_sweep") if len(widths) >= 2 else tuple(
-        check_int(w, "width", 1, MAX_WIDTH) for w in widths)
+        check_width(w) for w in widths)
     seeds = check_seeds(seeds)
     limit = check_bool(limit, "limit")
     if not widths and not limit:

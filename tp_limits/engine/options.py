@@ -21,7 +21,8 @@ from typing import Callable
 import numpy as np
 
 from ..errors import SpecError
-from ..spec.checks import check_bool, check_choice, check_int, check_sequence, finite_positive
+from ..spec.checks import (check_bool, check_choice, check_int, check_sequence,
+                           check_width, finite_positive)
 
 DTYPES = ("float64", "float32")
 ON_DIVERGENCE = ("raise", "stop")
@@ -126,14 +127,10 @@ def check_executor(executor):
     return executor
 
 
-#: Widths beyond this cannot be trained on any machine this library targets.
-MAX_WIDTH = 10 ** 8
-
-
 def check_widths(widths, who: str) -> tuple:
     """At least two distinct positive int widths, sorted."""
     widths = check_sequence(widths, "widths", f"a list of at least two widths for {who}")
-    out = tuple(sorted(check_int(w, "width", 1, MAX_WIDTH) for w in widths))
+    out = tuple(sorted(check_width(w) for w in widths))
     if len(out) < 2 or len(set(out)) != len(out):
         raise SpecError(f"{who} needs at least two distinct widths, got {out}")
     return out

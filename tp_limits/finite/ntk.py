@@ -20,17 +20,17 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine.backend import get_backend
-from ..engine.options import MAX_WIDTH, check_seed
+from ..engine.options import check_seed
 from ..errors import SpecError
 from ..spec import MLP, Problem
-from ..spec.checks import as_matrix, check_int
+from ..spec.checks import as_matrix, check_width
 from .network import FiniteNetwork
 
 
 def _network(net: MLP, width: int, seed: int, backend: str) -> FiniteNetwork:
     if not isinstance(net, MLP):
         raise SpecError(f"net must be a tp.MLP, got {type(net).__name__}")
-    check_int(width, "width", 1, MAX_WIDTH)
+    check_width(width)
     check_seed(seed)
     return FiniteNetwork(net, width, 1.0, seed, get_backend(backend), np.float64)
 

@@ -23,7 +23,7 @@ from ..engine.steps import StepLoop, eval_steps
 from ..engine.trajectory import Trajectory, Weights
 from ..errors import DivergenceError, SpecError
 from ..spec import MLP, Problem, Routine
-from ..spec.checks import check_int
+from ..spec.checks import check_width
 from .cost import time_estimate
 from .network import FiniteNetwork
 from .stats import StatsRecorder
@@ -64,7 +64,7 @@ def prepare_finite(net: MLP, routine: Routine, width: int, **options) -> FiniteP
     """Check everything :func:`train_finite` would check — the problem, the width, every
     option (the table of docs/api.md) and the memory — without running anything."""
     problem = Problem(net, routine)
-    width = check_int(width, "width")
+    width = check_width(width)
     o = FiniteOptions.of(**options)
     b = get_backend(o.backend)
     if o.backprop == "decoupled" and net.L < 2:

@@ -38,7 +38,7 @@ from ..abc.presets import mup as mup_preset
 from ..errors import SpecError
 from ..nonlinearities import NONLINEARITIES
 from ..spec import MLP, Routine
-from ..spec.checks import (check_bool, check_int, finite_non_negative, finite_positive,
+from ..spec.checks import (check_bool, check_int, check_width, finite_non_negative, finite_positive,
                            unit_interval)
 from ..spec.optimizers import SGD, Adam
 
@@ -178,7 +178,7 @@ def from_mup(d_in: int, width: int, d_out: int, hidden_layers: int = 1, base_wid
     decay with n0 ≠ 1, which is refused, since no width-free λ reproduces it).
     """
     L = check_int(hidden_layers, "hidden_layers")
-    n = check_int(width, "width")
+    n = check_width(width)
     d_in, d_out = check_int(d_in, "d_in"), check_int(d_out, "d_out")
     b = _bases(base_width, L)
     s = _stds(init_std, L)

@@ -33,11 +33,11 @@ import numpy as np
 
 from ..engine.backend import get_backend
 from ..engine.memory import require_memory
-from ..engine.options import MAX_WIDTH, check_seed
+from ..engine.options import check_seed
 from ..errors import SpecError
 from ..finite.network import FiniteNetwork
 from ..spec import MLP, SGD, Problem, Routine
-from ..spec.checks import check_int
+from ..spec.checks import check_int, check_width
 from .mup_config import TORCH_NONLINEARITIES, MupTranslation, from_mup
 
 
@@ -186,7 +186,7 @@ def to_torch(net: MLP, width: int, seed: int = 0, routine: Routine | None = None
     refusal = net.program.refusal("torch")
     if refusal:
         raise SpecError(refusal)
-    n = check_int(width, "width", 1, MAX_WIDTH)
+    n = check_width(width)
     check_seed(seed)
     if routine is not None and not isinstance(routine, Routine):
         raise SpecError(f"routine must be a tp.Routine or None, got {type(routine).__name__}")

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine.memory import require_memory
-from ..engine.options import MAX_WIDTH, check_seed
-from ..spec.checks import check_int, finite_positive
+from ..engine.options import check_seed
+from ..spec.checks import check_int, check_width, finite_positive
 from ..transformer.model import Transformer
 from ..transformer.network import init_params
 from ..transformer.parametrization import gradient_exponent, learning_rate
@@ -121,7 +121,7 @@ def transformer_to_torch(model: Transformer, width: int, lr: float, optimizer=No
     from ..spec.optimizers.sgd import SGD
     optimizer = SGD() if optimizer is None else optimizer
     name = check_optimizer(optimizer, model)
-    width = check_int(width, "width", 1, MAX_WIDTH)
+    width = check_width(width)
     lr, seed = finite_positive(lr, "lr"), check_seed(seed)
     model.head_width(width)
     torch = _import_torch()

@@ -25,6 +25,16 @@ def check_int(value, name: str, minimum: int = 1, maximum: int | None = None) ->
     return int(value)
 
 
+#: Widths beyond this cannot be trained on any machine this library targets.
+MAX_WIDTH = 10 ** 8
+
+
+def check_width(value, name: str = "width") -> int:
+    """A network's width n: an int in [1, MAX_WIDTH], or a SpecError naming ``name``.  Every
+    entry point that takes a width checks it here."""
+    return check_int(value, name, 1, MAX_WIDTH)
+
+
 def check_bool(value, name: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise SpecError(f"{name} = {value!r} must be True or False")

@@ -23,7 +23,7 @@ from ..nonlinearities import Nonlinearity, get_nonlinearity
 from . import initializations
 from .layers import NORMS
 from .bias import Bias
-from .checks import (check_choice, check_int, finite_non_negative, finite_nonzero,
+from .checks import (check_choice, check_int, check_width, finite_non_negative, finite_nonzero,
                      finite_positive, per_layer, repeat_hidden)
 from .program import Layer, Program
 from .residual import Residual
@@ -332,7 +332,7 @@ class MLP:
 
     def finite_constants(self, width: int, lr: float = 1.0) -> FiniteConstants:
         """The width-n numbers (docs/theory.md §7.1); ``lr`` is the base rate η."""
-        n = check_int(width, "width")
+        n = check_width(width)
         a, _, c = self.param._fractions
         init = tuple(0.0 if e == math.inf else s * n ** -float(e)
                      for s, e in zip(self.effective_sigma, self.init_exponents()))

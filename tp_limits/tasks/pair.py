@@ -21,7 +21,7 @@ import sympy
 
 from ..abc.parametrization import ABC
 from ..errors import SpecError
-from ..spec.checks import check_choice, check_int, finite_positive
+from ..spec.checks import check_choice, check_int, check_width, finite_positive
 from ..spec.mlp import MLP
 
 #: the limits of a run at width = inf: the feature-learning limit, or the kernel regime's
@@ -72,7 +72,7 @@ def initial(net: MLP, width, seed: int = 0, init=None) -> tuple:
     d, k = net.d_in, net.d_out
     if width == math.inf:
         return net.limit_sigma[0] * np.eye(d), np.zeros((k, d)), 1.0
-    n = check_int(width, "width")
+    n = check_width(width)
     if init is None:
         rng = np.random.default_rng(check_int(seed, "seed", 0))
         std = net.finite_constants(n).init_std[0]

@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine.memory import require_memory
-from ..engine.options import MAX_WIDTH, check_seed
+from ..engine.options import check_seed
 from ..errors import UnsupportedError
-from ..spec.checks import check_int
+from ..spec.checks import check_width
 from .model import Transformer
 from .network import backward, forward, init_params
 from .parametrization import learning_rate
@@ -45,7 +45,7 @@ def empirical_transformer_ntk(model: Transformer, tokens, width: int, seed: int 
         raise UnsupportedError("tied=True: the tangent kernel is computed for an untied "
                                "readout, as its limit is (transformer_ntk)")
     tokens = model.check_tokens(tokens)
-    width = check_int(width, "width", 1, MAX_WIDTH)
+    width = check_width(width)
     seed = check_seed(seed)
     model.head_width(width)
     require_memory(bytes_needed(model, tokens.shape, width),

@@ -31,7 +31,8 @@ import numpy as np
 
 from ..errors import SpecError
 from ..nonlinearities import get_nonlinearity
-from ..spec.checks import check_bool, check_choice, check_int, finite_positive
+from ..spec.checks import (check_bool, check_choice, check_int, check_width,
+                           finite_positive)
 from ..spec.residual import Residual
 
 #: the attention scales and their exponent a_attn in ℓ = c q·k / d_head^{a_attn}
@@ -162,7 +163,7 @@ class Transformer:
 
     def head_width(self, n: int) -> int:
         """d_head = n/H, or a SpecError naming ``width`` when H does not divide it."""
-        n = check_int(n, "width")
+        n = check_width(n)
         if n % self.heads:
             raise SpecError(f"width = {n} is not a multiple of heads = {self.heads}")
         return n // self.heads

@@ -16,7 +16,7 @@ from ..engine.progress import progress_bar
 from ..engine.status import Divergence, RunStatus
 from ..engine.trajectory import Trajectory
 from ..errors import DivergenceError, SpecError
-from ..spec.checks import check_choice, check_int, finite_positive
+from ..spec.checks import check_choice, check_int, check_width, finite_positive
 from ..spec.optimizers.adam import Adam
 from ..spec.optimizers.sgd import SGD
 from .model import BLOCKS, Transformer
@@ -122,7 +122,7 @@ def train_transformer(model: Transformer, task: TokenTask, width: int, lr: float
     optimizer = SGD() if optimizer is None else optimizer
     name = check_optimizer(optimizer, model)
     model.check_task(task)
-    width, steps = check_int(width, "width"), check_int(steps, "steps", 0)
+    width, steps = check_width(width), check_int(steps, "steps", 0)
     lr, seed = finite_positive(lr, "lr"), check_seed(seed)
     check_choice(on_divergence, "on_divergence", ("raise", "stop"))
     if divergence_bound is not None:
