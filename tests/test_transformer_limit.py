@@ -3,7 +3,7 @@ finite networks converge to it like n^(−1/2), heads collapse, and what is not 
 is refused with the reason before any work."""
 import numpy as np
 import pytest
-from conftest import interrupt_on_call
+from conftest import interrupt_on_call, t_quantile, welch_dof
 
 from tp_limits import SGD, Adam, Residual
 from tp_limits.errors import MemoryBudgetError, SpecError, UnsupportedError
@@ -205,3 +205,34 @@ def test_under_adam_the_logits_stay_random_as_the_width_grows():
     adam = spread(Adam(), 0.05, 1024) / spread(Adam(), 0.05, 128)
     sgd = spread(SGD(), 0.5, 1024) / spread(SGD(), 0.5, 128)
     assert adam > 0.6 and sgd < 0.55, (adam, sgd)
+
+
+def test_without_attention_two_independent_limit_engines_agree():
+    """attention='none', no positions: the transformer's particle engine and the MLP's deep
+    Monte Carlo engine (Stein's Ż) simulate the same limit (the finite networks agree to
+    1e-12, tests/test_transformer.py); their means agree within the t bound of the
+    combined standard error (Welch's dof) at every output after every step, and the MLP
+    with φ on the stream instead lies outside it."""
+    import tp_limits as tp
+    V, K, T, eye = 8, 2, 3, np.eye(8)
+    model = Transformer(V, 4, blocks=K, attention="none", positions=False, phi="tanh",
+                        residual=Residual(0.5, 0.0, 2))
+    rows = lambda tokens: np.tile(eye[tokens.ravel()], (T, 1))          # noqa: E731
+    routine = tp.Routine(lr=0.5, X=rows(TASK.tokens), Y=rows(TASK.targets), loss="xent",
+                         eval_inputs=eye[TASK.eval_tokens.ravel()],
+                         batch_size=TASK.tokens.size, steps=T)
+    ours = simulate_transformer_limit(model, TASK, 0.5, steps=T, particles=4096,
+                                      replicates=8)
+
+    def mlp_limit(inside):
+        net = tp.MLP(tp.mup(1 + 2 * K), V, V, phi="tanh", norm="layer",
+                     residual=Residual(0.5, 0.0, 2, phi_inside=inside))
+        return tp.simulate_limit(net, routine, particles=4096, replicates=8, progress=False)
+
+    mlp = mlp_limit(True)
+    f, se_ours = ours.f_eval.reshape(mlp.f_eval.shape), ours.f_eval_se.reshape(mlp.f_eval.shape)
+    se = np.hypot(se_ours, mlp.f_eval_se)[1:]
+    q = t_quantile(welch_dof(se_ours[1:], 7, mlp.f_eval_se[1:], 7))
+    assert np.abs(f[-1] - f[0]).max() > 0.1                            # training moved f
+    assert np.all(np.abs(f[1:] - mlp.f_eval[1:]) <= q * se)
+    assert np.any(np.abs(f[1:] - mlp_limit(False).f_eval[1:]) > q * se)
