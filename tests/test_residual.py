@@ -131,22 +131,27 @@ def test_exact_linear_residual_limit_matches_monte_carlo(opt, depth):
         assert np.any(np.abs(plain.f_eval[1:] - mc.f_eval[1:]) > q * mc.f_eval_se[1:])
 
 
+def _finite_against_limit(net, r, phi):
+    """(mean of 6 finite nets at width 4096, the t bound of its distance to the limit,
+    the limit) after every step: exact for φ = id (the seeds' 5 dof), Monte Carlo of
+    2^14 particles × 8 replicates otherwise (Welch's dof)."""
+    kw = {} if phi == "id" else dict(particles=2 ** 14, replicates=8)
+    lim = tp.simulate_limit(net, r, **kw)
+    F = np.array([tp.train_finite(net, r, 4096, seed=s, record=()).f_eval for s in range(6)])
+    mean, se = F.mean(0)[1:], F.std(0, ddof=1)[1:] / np.sqrt(6)
+    lse = np.zeros_like(se) if phi == "id" else lim.f_eval_se[1:]
+    dof = 5 if phi == "id" else welch_dof(se, 5, lse, lim.status.se_dof)
+    return mean, t_quantile(dof) * np.hypot(se, lse), lim.f_eval[1:], kw
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("phi", ["id", "tanh"])
 def test_residual_limit_matches_finite_networks_at_width_4096(phi):
     """μP with Depth-μP blocks (K = 2, SGD): 6 finite nets at width 4096 against the limit
     (exact for φ = id, Monte Carlo for tanh) within the t bound at every evaluated step."""
     net = tp.MLP(tp.mup(3), 3, 2, phi=phi, residual=tp.Residual.depth_mup("sgd"))
-    r = tp.Routine(lr=0.3, **N8_LONG)
-    lim = tp.simulate_limit(net, r, **({} if phi == "id" else dict(particles=2 ** 14,
-                                                                    replicates=8)))
-    F = np.array([tp.train_finite(net, r, 4096, seed=s, record=()).f_eval for s in range(6)])
-    mean, se = F.mean(0), F.std(0, ddof=1) / np.sqrt(6)
-    lse = np.zeros_like(se) if phi == "id" else lim.f_eval_se
-    combined = np.hypot(se[1:], lse[1:])
-    dof = 5 if phi == "id" else welch_dof(se[1:], 5, lse[1:], lim.status.se_dof)
-    q = t_quantile(dof)
-    assert np.all(np.abs(mean[1:] - lim.f_eval[1:]) <= q * combined)
+    mean, bound, limit, _ = _finite_against_limit(net, tp.Routine(lr=0.3, **N8_LONG), phi)
+    assert np.all(np.abs(mean - limit) <= bound)
 
 
 @pytest.mark.slow
@@ -161,18 +166,10 @@ def test_phi_inside_the_branches_limit_matches_finite_networks_at_width_4096(phi
         return tp.MLP(tp.mup(5), 3, 2, phi=phi, norm="layer", sigma=1.5,
                       residual=tp.Residual(0.5, 0.0, 2, phi_inside=inside))
     r = tp.Routine(lr=0.5, **N8_LONG)
-    kw = {} if phi == "id" else dict(particles=2 ** 14, replicates=8)
-    lim = tp.simulate_limit(net(True), r, **kw)
-    F = np.array([tp.train_finite(net(True), r, 4096, seed=s, record=()).f_eval
-                  for s in range(6)])
-    mean, se = F.mean(0), F.std(0, ddof=1) / np.sqrt(6)
-    lse = np.zeros_like(se) if phi == "id" else lim.f_eval_se
-    combined = np.hypot(se[1:], lse[1:])
-    dof = 5 if phi == "id" else welch_dof(se[1:], 5, lse[1:], lim.status.se_dof)
-    q = t_quantile(dof)
-    assert np.all(np.abs(mean[1:] - lim.f_eval[1:]) <= q * combined)
-    outside = tp.simulate_limit(net(False), r, **kw).f_eval
-    assert np.any(np.abs(mean[1:] - outside[1:]) > q * combined)
+    mean, bound, limit, kw = _finite_against_limit(net(True), r, phi)
+    assert np.all(np.abs(mean - limit) <= bound)
+    outside = tp.simulate_limit(net(False), r, **kw).f_eval[1:]
+    assert np.any(np.abs(mean - outside) > bound)
 
 
 X4 = np.random.default_rng(0).standard_normal((4, 3))
