@@ -35,6 +35,17 @@ def pytest_configure(config):
     numba.set_num_threads(1)
     threadpool_limits(1)
 
+
+def child_env():
+    """The environment of a process a test starts (a notebook's kernel): under
+    ``pytest -n W`` also one Numba thread, which the test process itself cannot put in its
+    own environment (see :func:`pytest_configure`).  Two Numba threads in a kernel beside a
+    busy worker made a parallel kernel wait on its slower thread: notebook 07 took 225 s
+    instead of 27.  None outside pytest-xdist: the kernel inherits the test's own."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return None
+    return {**os.environ, "NUMBA_NUM_THREADS": "1"}
+
 # D1: d = 2, d_out = 1, B = 1, three steps; eval inputs (1, 0), (0.6, 0.8), (1, 1)
 D1 = dict(X=np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 0.0]]), Y=np.array([[1.0], [-1.0], [1.0]]),
           eval_inputs=np.array([[1.0, 0.0], [0.6, 0.8], [1.0, 1.0]]))

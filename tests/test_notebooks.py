@@ -4,6 +4,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import child_env
 from nbclient import NotebookClient
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.ipynb"))
@@ -18,5 +19,7 @@ def test_notebook_runs(path, tmp_path):
     # file itself, since nbformat.read fills them in
     raw = json.loads(path.read_text(encoding="utf-8"))["cells"]
     assert all("id" in c for c in raw), f"{path.name}: a cell without an id"
+    env = child_env()
     NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+                   resources={"metadata": {"path": str(tmp_path)}}).execute(
+                       **({} if env is None else {"env": env}))
