@@ -23,8 +23,8 @@ from ..nonlinearities import Nonlinearity, get_nonlinearity
 from . import initializations
 from .layers import NORMS
 from .bias import Bias
-from .checks import (check_choice, check_int, check_width, finite_non_negative, finite_nonzero,
-                     finite_positive, per_layer, repeat_hidden)
+from .checks import (check_choice, check_int, check_width, finite_non_negative,
+                     finite_nonzero, finite_positive, per_layer, repeat_hidden)
 from .program import Layer, Program
 from .residual import Residual
 

@@ -144,8 +144,8 @@ class Program:
 
     @property
     def plain(self) -> bool:
-        """A plain MLP: no bias, skip or normalization anywhere (the fused one-hidden-layer
-        sweep and the tangent Ż estimator take such programs only)."""
+        """A plain MLP: no bias, skip, normalization or linear layer anywhere (the fused
+        one-hidden-layer sweep and the tangent Ż estimator take such programs only)."""
         return not any(layer.bias or layer.skip >= 0 or layer.norm is not None
                        or not layer.phi for layer in self.layers)
 
