@@ -176,9 +176,7 @@ class MLP:
                            finite_nonzero(readout_multiplier, "readout_multiplier"))
         object.__setattr__(self, "output_scale", finite_positive(output_scale, "output_scale"))
         object.__setattr__(self, "init", check_choice(init, "init", initializations.INITS))
-        if residual is not None:
-            if not isinstance(residual, Residual):
-                raise SpecError(f"residual must be a tp.Residual(...) or None, got {residual!r}")
+        if Residual.of(residual) is not None:
             residual.check_depth(param.L)
         object.__setattr__(self, "residual", residual)
         bias = Bias.of(bias)

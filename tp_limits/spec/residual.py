@@ -14,11 +14,12 @@ transformer's MLP block: the stream is never passed through φ, every branch rea
 
     x^1 = N(h^1),   h ← h + K^{−α} W_b φ(W_a N(h)),   f = α_out W^{L+1} N(h^L)
 
-(docs/theory.md §12.7).  Width exponents are those of the parametrization, untouched: at a fixed K the branch
-multiplier and the rate factor are width-free constants, so the width classification, the
-finite networks and every limit engine follow the residual network with the same rules as
-a plain one (a skip adds h^s to a block's output; the backward pass hands that output's
-δh back to layer s).  What the exponents do as K grows is the depth question of §12.
+(docs/theory.md §12.7).  Width exponents are those of the parametrization, untouched: at
+a fixed K the branch multiplier and the rate factor are width-free constants, so the width
+classification, the finite networks and every limit engine follow the residual network
+with the same rules as a plain one (a skip adds h^s to a block's output; the backward pass
+hands that output's δh back to layer s).  What the exponents do as K grows is the depth
+question of §12.
 """
 from __future__ import annotations
 
@@ -91,6 +92,14 @@ class Residual:
                             f"matrices W^2..W^L in groups of {b}: they need L = 1 + K·{b} "
                             f"hidden layers with K >= 1 blocks, got L = {L}")
         self.check_blocks(self.blocks(L))
+
+    @staticmethod
+    def of(value) -> "Residual | None":
+        """``value`` if it is a Residual or None, else a SpecError naming ``residual`` (every
+        network that takes a residual rule checks it here)."""
+        if value is not None and not isinstance(value, Residual):
+            raise SpecError(f"residual must be a tp.Residual(...) or None, got {value!r}")
+        return value
 
     def check_blocks(self, K: int) -> None:
         """K^(−α) and K^(−γ) representable in float64 for K blocks, or a SpecError naming

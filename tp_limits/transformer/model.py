@@ -109,11 +109,9 @@ class Transformer:
         self._check_residual()
 
     def _check_residual(self) -> None:
-        r = self.residual
+        r = Residual.of(self.residual)
         if r is None:
             return
-        if not isinstance(r, Residual):
-            raise SpecError(f"residual must be a tp.Residual(...) or None, got {r!r}")
         if r.block_depth != 2:
             raise SpecError(f"residual = {r!r} has block_depth = {r.block_depth}; a "
                             "transformer's branches hold two matrices on their path (W_V then "
