@@ -173,3 +173,16 @@ def test_ctrl_c_keeps_the_finished_meta_steps(pools, monkeypatch):
     r = train_maml(net, MAML(1.0, 0.1, 4, 10), train, test, math.inf, test_tasks=10)
     assert r.status.interrupted and r.status.completed_steps == 2 and len(r.loss) == 2
     assert np.isfinite(r.accuracy).all()          # the meta-test ran on the weights reached
+
+
+@pytest.mark.parametrize("kw", [dict(bias=True), dict(norm="layer")], ids=["bias", "norm"])
+def test_a_network_beyond_the_pair_is_refused(kw):
+    """The pair's limit is a plain linear network: its own builder's network passes, the same
+    network with a bias or a norm (program.plain false) is refused, naming the builder."""
+    from tp_limits.tasks.pair import check_network
+    net = maml_network(tp.mup(1), 4, 3)
+    check_network(net, "MAML", "maml_network")
+    other = tp.MLP(net.param, net.d_in, net.d_out, net.phi, **kw)
+    with pytest.raises(tp.SpecError, match="no biases or norms: build the network with "
+                                           "maml_network"):
+        check_network(other, "MAML", "maml_network")

@@ -45,8 +45,8 @@ def check_network(net: MLP, what: str, builder: str) -> None:
     """Refuse a network the pair does not describe, naming the builder that makes one."""
     if not isinstance(net, MLP):
         raise SpecError(f"net must be a tp.MLP (see {builder}), got {type(net).__name__}")
-    if net.L != 1 or net.phi != "id" or not net.param.readout_zero_init or net.bias is not None \
-            or net.residual is not None or net.norm is not None or net.init != "gaussian":
+    if net.L != 1 or net.phi != "id" or not net.param.readout_zero_init \
+            or not net.program.plain or net.init != "gaussian":
         raise SpecError(f"{what} needs one hidden layer, phi = 'id', a zero readout, Gaussian "
                         f"input weights and no biases or norms: build the network with "
                         f"{builder}")
